@@ -1,0 +1,125 @@
+"""The whole flowplex exception tree, in one place.
+
+::
+
+    FlowplexError
+    ├── ConfigError (ValueError)              a graph description or option is wrong
+    │   └── UnknownKernelError (KeyError)     no kernel registered under that name
+    ├── UsageError (ValueError)               an API was called with a bad argument
+    ├── UnknownPortError (KeyError)           no graph input/output port of that name
+    ├── RunError (RuntimeError)               something went wrong while running
+    │   ├── KernelError                       a kernel failed (names the node, chains the cause)
+    │   │   └── DeadlockError                 nothing can ever run again but inputs wait
+    │   ├── StateError                        the call is not allowed in the graph's state
+    │   ├── GraphCancelled                    the graph was cancelled
+    │   ├── ClosedError                       you closed it (send after close_input)
+    │   ├── BrokenError                       the peer went away (cause chained)
+    │   └── WouldBlock                        a ``*_nowait`` call found no room
+    ├── EndOfStream                           a clean end: nothing more will come
+    └── Timeout (TimeoutError)                a wait ran past its deadline
+
+    FlowplexInternalError                     a flowplex bug (kept outside the tree)
+
+The builtin mix-ins keep programs written for lm-lmflow working unchanged: lm-flow raises
+``ValueError`` for configuration errors, ``KeyError`` for unknown kernels, ``RuntimeError``
+for state errors and ``lmflow.Timeout(TimeoutError)`` for timeouts.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "BrokenError",
+    "ClosedError",
+    "ConfigError",
+    "DeadlockError",
+    "EndOfStream",
+    "FlowplexError",
+    "FlowplexInternalError",
+    "GraphCancelled",
+    "KernelError",
+    "RunError",
+    "StateError",
+    "Timeout",
+    "UnknownKernelError",
+    "UnknownPortError",
+    "UsageError",
+    "WouldBlock",
+]
+
+
+class FlowplexError(Exception):
+    """Base of every error flowplex raises on purpose."""
+
+
+class ConfigError(FlowplexError, ValueError):
+    """A graph description, an option or a kernel contract is invalid.
+
+    The message starts with the YAML path of the offending value, e.g.
+    ``nodes[2].input_ports[0] (node 'cam'): ...``.
+    """
+
+
+class UnknownKernelError(ConfigError, KeyError):
+    """A node names a kernel that is not registered."""
+
+    def __str__(self) -> str:
+        # KeyError.__str__ would wrap the message in quotes.
+        return str(self.args[0]) if self.args else ""
+
+
+class UsageError(FlowplexError, ValueError):
+    """A public API was called with an invalid argument (bad timestamp, bad index...)."""
+
+
+class UnknownPortError(FlowplexError, KeyError):
+    """A graph input or output port name does not exist."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class RunError(FlowplexError, RuntimeError):
+    """Base of the errors raised while a graph runs."""
+
+
+class KernelError(RunError):
+    """A kernel callback failed; the message names the node and ``__cause__`` is the original."""
+
+
+class DeadlockError(KernelError):
+    """No node can ever run again while inputs still wait; the message names the ports."""
+
+
+class StateError(RunError):
+    """The call is not allowed in the graph's current lifecycle state."""
+
+
+class GraphCancelled(RunError):
+    """The graph was cancelled with ``Graph.cancel()``."""
+
+
+class ClosedError(RunError):
+    """The resource was closed by this side (e.g. ``send`` after ``close_input``)."""
+
+
+class BrokenError(RunError):
+    """The other side went away (a producer process died...); the cause is chained."""
+
+
+class WouldBlock(RunError):
+    """A non-blocking call (``send_nowait``, ``try_*``) could not proceed without waiting."""
+
+
+class EndOfStream(FlowplexError):
+    """A clean end of stream: every producer closed and everything was consumed."""
+
+
+class Timeout(FlowplexError, TimeoutError):
+    """A blocking call ran past its ``timeout``."""
+
+
+class FlowplexInternalError(Exception):
+    """An invariant of flowplex itself broke: this is a flowplex bug.
+
+    Please report it together with the graph that triggered it.
+    """

@@ -1,0 +1,159 @@
+"""Parsed, validated, immutable descriptions of a graph.
+
+``flowplex.config`` turns YAML into these specs; ``flowplex.graph._plan`` checks them and
+derives the edge tables; the runtime only ever sees specs and plans, never YAML or pydantic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Final, Literal
+
+from .._types import OptionValue
+
+PolicyType = Literal["sync", "immediate", "fixed_size", "sync_set", "batch"]
+POLICY_TYPES: Final[tuple[str, ...]] = ("sync", "immediate", "fixed_size", "sync_set", "batch")
+
+ExecutorType = Literal["ThreadPoolExecutor", "DelegatingExecutor"]
+EXECUTOR_TYPES: Final[tuple[str, ...]] = ("ThreadPoolExecutor", "DelegatingExecutor")
+
+StatsLevel = Literal["off", "basic", "full"]
+OnError = Literal["abort", "skip"]
+
+DEFAULT_EXECUTOR: Final = "default"
+"""The implicit executor #0 that every graph has; the name is reserved."""
+
+ROUTE_KERNEL: Final = "__lmflow.route"
+"""The kernel name of engine-provided ``type: route`` nodes (lm-flow's name, kept verbatim)."""
+
+
+@dataclass(frozen=True, slots=True)
+class PortSpec:
+    """One port declaration: ``name``, ``TAG:name`` or ``TAG:index:name``."""
+
+    name: str
+    tag: str = ""
+    index: int = 0
+    """Index within ``tag`` (auto-assigned in declaration order when not written)."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputPolicySpec:
+    """A node's readiness policy (``input_policy``)."""
+
+    type: PolicyType = "sync"
+    capacity: int = 0
+    """``fixed_size``: queue length kept per port; ``batch``: aligned tuples per invocation."""
+    sets: tuple[tuple[str, ...], ...] = ()
+    """``sync_set``: a partition of the forward input ports into alignment groups."""
+
+
+@dataclass(frozen=True, slots=True)
+class InputQueuesSpec:
+    """Lossless per-input packet capacities (``input_queues``); 0 means unlimited."""
+
+    packets: int = 0
+    ports: tuple[tuple[str, int | None], ...] = ()
+    """Per-port overrides ``(port name, packets)``; ``None`` inherits ``packets``."""
+
+    def capacity_of(self, port: str) -> int:
+        """The effective capacity of an input port (0 = unlimited)."""
+        for name, packets in self.ports:
+            if name == port:
+                return self.packets if packets is None else packets
+        return self.packets
+
+
+@dataclass(frozen=True, slots=True)
+class PredicateSpec:
+    """A routing condition; ``kind`` is one of all, any, not, timestamp, metadata."""
+
+    kind: Literal["all", "any", "not", "timestamp", "metadata"]
+    children: tuple[PredicateSpec, ...] = ()
+    key: str = ""
+    op: str = ""
+    value: bool | int | float | str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRuleSpec:
+    """One rule of a route node: send to ``to`` when ``when`` holds (or by default)."""
+
+    to: str
+    when: PredicateSpec | None = None
+    default: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class RouteSpec:
+    """The routing fields of a ``type: route`` node."""
+
+    mode: Literal["first", "all"] = "first"
+    unmatched: str = "drop"
+    """``drop``, ``error`` or the name of one of the node's output ports."""
+    rules: tuple[RouteRuleSpec, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    """One node after subgraph expansion."""
+
+    name: str
+    kernel: str
+    """Registered kernel name; ``ROUTE_KERNEL`` for route nodes."""
+    path: str
+    """Where the node came from, for error messages: ``nodes[2]`` or
+    ``subgraphs.Foo.nodes[1] (expanded node 'd/b')``."""
+    input_ports: tuple[PortSpec, ...] = ()
+    output_ports: tuple[PortSpec, ...] = ()
+    executor: str = DEFAULT_EXECUTOR
+    max_in_flight: int = 1
+    options: OptionValue = None
+    input_policy: InputPolicySpec = field(default_factory=InputPolicySpec)
+    input_queues: InputQueuesSpec = field(default_factory=InputQueuesSpec)
+    back_edges: tuple[str, ...] = ()
+    on_error: OnError = "abort"
+    rate: float = 0.0
+    """Source pacing in Hz; 0 means unpaced."""
+    route: RouteSpec | None = None
+    """Set only for ``type: route`` nodes."""
+
+    @property
+    def is_source(self) -> bool:
+        """A node with no input ports produces on its own."""
+        return not self.input_ports
+
+    @property
+    def label(self) -> str:
+        """``path (node 'name')``: the prefix of every error about this node."""
+        return f"{self.path} (node '{self.name}')"
+
+
+@dataclass(frozen=True, slots=True)
+class ExecutorSpec:
+    """A user-declared executor (``executors[]``)."""
+
+    name: str
+    type: ExecutorType = "ThreadPoolExecutor"
+    num_threads: int = 1
+    affinity: tuple[int, ...] = ()
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class GraphSpec:
+    """A whole graph: the validated, subgraph-expanded content of one YAML document."""
+
+    nodes: tuple[NodeSpec, ...] = ()
+    input_ports: tuple[PortSpec, ...] = ()
+    output_ports: tuple[PortSpec, ...] = ()
+    executors: tuple[ExecutorSpec, ...] = ()
+    max_queue_size: int = 100
+    max_queued_packets: int | None = None
+    """Global packet watermark; ``None`` means "not configured" (flowplex then applies its
+    default bound), 0 means explicitly unlimited."""
+    watchdog_ms: int = 0
+    buffer_pool_max_bytes: int = 0
+    stats: StatsLevel = "basic"
+    source: str | None = None
+    """The file the graph was loaded from, if any (for messages)."""
