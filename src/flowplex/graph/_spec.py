@@ -155,5 +155,7 @@ class GraphSpec:
     watchdog_ms: int = 0
     buffer_pool_max_bytes: int = 0
     stats: StatsLevel = "basic"
+    trace_capacity: int = 0
+    """Size of the execution-trace event ring (lm-lmflow 0.3.3's ``trace_capacity``); 0 is off."""
     source: str | None = None
     """The file the graph was loaded from, if any (for messages)."""

@@ -1,0 +1,203 @@
+"""flowplex vs lm-lmflow on lm-flow's own workloads, Python kernels, in one process run.
+
+Usage: python benchmarks/vs_lmflow.py [--quick]
+
+Needs `pip install lm-lmflow` (extra `bench`); it is never a dependency of flowplex. Every
+workload builds the same YAML graph on both engines with the same kernel bodies and prints both
+figures and the ratio flowplex / lm-lmflow (higher is better for rates, lower for costs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+import flowplex
+
+try:
+    import lmflow
+except ImportError:  # pragma: no cover - the benchmark needs the baseline
+    sys.exit("benchmarks/vs_lmflow.py needs lm-lmflow: pip install 'flowplex[bench]'")
+
+ENGINES: dict[str, Any] = {"flowplex": flowplex, "lm-lmflow": lmflow}
+
+
+def register(mod: Any) -> None:
+    """Register the same Python kernels on one engine."""
+
+    @mod.kernel("BenchFwd")
+    class BenchFwd(mod.Kernel):  # type: ignore[misc,name-defined]
+        def process(self, cc: Any) -> None:
+            cc.forward(0, 0)
+
+    @mod.kernel("BenchJoin")
+    class BenchJoin(mod.Kernel):  # type: ignore[misc,name-defined]
+        def process(self, cc: Any) -> None:
+            cc.forward(0, 0)
+
+    @mod.kernel("BenchSink")
+    class BenchSink(mod.Kernel):  # type: ignore[misc,name-defined]
+        def process(self, cc: Any) -> None:
+            pass
+
+    @mod.kernel("BenchInPlace")
+    class BenchInPlace(mod.Kernel):  # type: ignore[misc,name-defined]
+        def process(self, cc: Any) -> None:
+            p = cc.take_input(0)
+            a = p.make_mutable()
+            a[0, 0, 0] = 255 - a[0, 0, 0]
+            cc.emit(0, p)
+
+
+for _mod in ENGINES.values():
+    register(_mod)
+
+
+def placement(engine: str, mode: str) -> tuple[str, str]:
+    """(executors YAML, per-node executor key) for `host` (host thread) or `default`."""
+    if mode == "host":
+        return "executors: [{ name: host, type: DelegatingExecutor }]\n", "executor: host, "
+    return "", ""
+
+
+def chain_yaml(n: int, engine: str, mode: str, kernel: str = "BenchFwd", sink: bool = True) -> str:
+    head, place = placement(engine, mode)
+    lines = [f"  - {{ name: f{i}, {place}kernel: {kernel if i == n - 1 else 'BenchFwd'}, "
+             f"input_ports: [e{i}], output_ports: [e{i + 1}] }}" for i in range(n)]
+    outputs = "[]"
+    if sink:
+        lines.append(f"  - {{ name: sink, {place}kernel: BenchSink, input_ports: [e{n}] }}")
+    else:
+        outputs = f"[e{n}]"
+    return head + "nodes:\n" + "\n".join(lines) + f"\ninput_ports: [e0]\noutput_ports: {outputs}\n"
+
+
+def diamond_yaml(engine: str, mode: str) -> str:
+    head, place = placement(engine, mode)
+    return head + f"""nodes:
+  - {{ name: l, {place}kernel: BenchFwd, input_ports: [x], output_ports: [a] }}
+  - {{ name: r, {place}kernel: BenchFwd, input_ports: [x], output_ports: [b] }}
+  - {{ name: j, {place}kernel: BenchJoin, input_ports: [a, b], output_ports: [y] }}
+  - {{ name: sink, {place}kernel: BenchSink, input_ports: [y] }}
+input_ports: [x]
+output_ports: []
+"""
+
+
+def run_throughput(engine: str, yaml_text: str, count: int, make: Callable[[int], object]) -> float:
+    """Packets per second: send `count` packets, close, wait until done."""
+    mod = ENGINES[engine]
+    best = 0.0
+    for _ in range(3):
+        g = mod.Graph.from_yaml(yaml_text)
+        try:
+            g.start()
+            inp = g.input("e0" if "e0" in yaml_text else "x")
+            gc.disable()
+            t0 = time.perf_counter()
+            for i in range(count):
+                inp.send(make(i), ts=i)
+            inp.close()
+            g.wait_done()
+            dt = time.perf_counter() - t0
+            gc.enable()
+        finally:
+            g.close()
+        best = max(best, count / dt)
+    return best
+
+
+def run_latency(engine: str, mode: str, samples: int) -> tuple[float, float]:
+    """Idle 4-stage chain: send one packet, wait for it at the poller; p50/p99 in µs."""
+    mod = ENGINES[engine]
+    g = mod.Graph.from_yaml(chain_yaml(4, engine, mode, sink=False))
+    times = []
+    try:
+        out = g.add_poller("e4")
+        g.start()
+        inp = g.input("e0")
+        for i in range(samples):
+            t0 = time.perf_counter()
+            inp.send(i, ts=i)
+            p = out.next()
+            times.append(time.perf_counter() - t0)
+            assert p is not None
+        inp.close()
+        g.wait_done()
+    finally:
+        g.close()
+    times.sort()
+    return times[len(times) // 2] * 1e6, times[int(len(times) * 0.99)] * 1e6
+
+
+def row(name: str, fp: float, lm: float, unit: str, higher_is_better: bool = True) -> None:
+    ratio = fp / lm if lm else float("inf")
+    better = "x faster" if higher_is_better else "x cost"
+    print(f"{name:<52} {fp:>12.1f} {lm:>12.1f} {unit:<10} {ratio:>7.2f}{better}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--quick", action="store_true", help="fewer packets (smoke run)")
+    args = parser.parse_args()
+    scale = 0.2 if args.quick else 1.0
+    n_int = int(20000 * scale)
+    n_pool = int(4000 * scale)
+    n_frames = int(300 * scale)
+
+    print(f"# flowplex {flowplex.__version__} vs lm-lmflow {lmflow.__version__}; Python {platform.python_version()}; "
+          f"{os.cpu_count()} CPUs; {platform.machine()}")
+    print(f"{'workload':<52} {'flowplex':>12} {'lm-lmflow':>12} {'unit':<10} {'ratio':>8}")
+
+    frame = np.zeros((1080, 1920, 3), dtype=np.uint8)
+    results: dict[tuple[str, str, str], float] = {}
+    for fp_mode, lm_mode, label in (("default", "host", "host thread"), ("default", "default", "default executor")):
+        for n in (1, 4, 16):
+            count = n_int if lm_mode == "host" else n_pool
+            fp = run_throughput("flowplex", chain_yaml(n, "flowplex", fp_mode), count, int)
+            lm = run_throughput("lm-lmflow", chain_yaml(n, "lm-lmflow", lm_mode), count, int)
+            results[("flowplex", label, str(n))] = fp
+            results[("lm-lmflow", label, str(n))] = lm
+            row(f"chain N={n}, int packets ({label})", fp, lm, "pkt/s")
+        hop_fp = (1 / results[("flowplex", label, "16")] - 1 / results[("flowplex", label, "1")]) / 15 * 1e6
+        hop_lm = (1 / results[("lm-lmflow", label, "16")] - 1 / results[("lm-lmflow", label, "1")]) / 15 * 1e6
+        row(f"cost per extra hop ({label})", hop_fp, hop_lm, "us/hop", higher_is_better=False)
+
+    for lm_mode, label in (("host", "host thread"), ("default", "default executor")):
+        count = n_int if lm_mode == "host" else n_pool
+        fp = run_throughput("flowplex", diamond_yaml("flowplex", "default"), count, int)
+        lm = run_throughput("lm-lmflow", diamond_yaml("lm-lmflow", lm_mode), count, int)
+        row(f"diamond with a sync join ({label})", fp, lm, "pkt/s")
+
+    for lm_mode, label in (("host", "host thread"), ("default", "default executor")):
+        fp50, fp99 = run_latency("flowplex", "default", int(3000 * scale))
+        lm50, lm99 = run_latency("lm-lmflow", lm_mode, int(3000 * scale))
+        row(f"idle 4-stage chain latency p50 ({label})", fp50, lm50, "us", higher_is_better=False)
+        row(f"idle 4-stage chain latency p99 ({label})", fp99, lm99, "us", higher_is_better=False)
+
+    for lm_mode, label in (("host", "host thread"), ("default", "default executor")):
+        fp = run_throughput("flowplex", chain_yaml(4, "flowplex", "default"), n_frames, lambda i: frame)
+        lm = run_throughput("lm-lmflow", chain_yaml(4, "lm-lmflow", lm_mode), n_frames, lambda i: frame)
+        row(f"1080p uint8 frames, 4 forwarding stages ({label})", fp, lm, "frames/s")
+
+    n_inplace = max(10, int(60 * scale))
+    fp = run_throughput("flowplex", chain_yaml(4, "flowplex", "default", kernel="BenchInPlace"), n_inplace,
+                        lambda i: np.zeros((1080, 1920, 3), dtype=np.uint8))
+    lm = run_throughput("lm-lmflow", chain_yaml(4, "lm-lmflow", "host", kernel="BenchInPlace"), n_inplace,
+                        lambda i: np.zeros((1080, 1920, 3), dtype=np.uint8))
+    row("1080p frames, one stage writes in place (host)", fp, lm, "frames/s")
+    print("# frames for the in-place row are allocated per send (np.zeros), on both engines")
+    _ = statistics
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,116 @@
+"""The ``flowplex`` command line (typer): thin — parse, call the library, format results."""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import traceback
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+app = typer.Typer(
+    name="flowplex",
+    help="flowplex: run and inspect dataflow graphs written in YAML.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+_state: dict[str, bool] = {"debug": False}
+
+
+@app.callback()
+def _root(
+    debug: Annotated[bool, typer.Option("--debug", help="Show tracebacks for errors.")] = False,
+) -> None:
+    _state["debug"] = debug
+
+
+def _fail(exc: BaseException, code: int) -> typer.Exit:
+    """One readable line on stderr (the traceback only with --debug)."""
+    if _state["debug"]:
+        traceback.print_exception(exc)
+    else:
+        typer.echo(f"flowplex: error: {exc}", err=True)
+    return typer.Exit(code)
+
+
+def packet_value(packet: Any) -> object:
+    """A JSON-friendly value for a packet (arrays summarised, bytes as hex)."""
+    if packet.is_empty:
+        return None
+    for reader in ("as_bool", "as_int", "as_float", "as_str"):
+        value = getattr(packet, reader)()
+        if value is not None:
+            return value
+    raw = packet.as_bytes()
+    if raw is not None:
+        return raw.hex()
+    try:
+        arr = packet.as_numpy()
+    except ValueError:
+        return repr(packet)
+    return {"shape": list(arr.shape), "dtype": str(arr.dtype)}
+
+
+@app.command()
+def run(
+    graph: Annotated[Path, typer.Argument(help="The graph's YAML file.", exists=True, dir_okay=False)],
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write outputs as JSON lines to this file.")
+    ] = None,
+    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+) -> None:
+    """Run a graph whose data comes from source kernels and print what reaches its outputs."""
+    import flowplex
+    from flowplex.errors import ConfigError, FlowplexError
+
+    try:
+        g = flowplex.Graph.from_yaml_file(graph)
+    except (ConfigError, KeyError) as exc:
+        raise _fail(exc, 2) from None
+    lock = threading.Lock()
+    sink = output.open("w", encoding="utf-8") if output is not None else None
+    count = 0
+
+    def show(port: str) -> Any:
+        def on_packet(packet: Any) -> None:
+            nonlocal count
+            record = {"port": port, "ts": packet.timestamp, "value": packet_value(packet)}
+            with lock:
+                count += 1
+                if sink is not None:
+                    sink.write(json.dumps(record) + "\n")
+                else:
+                    typer.echo(f"{port}\tts={record['ts']}\t{record['value']}")
+
+        return on_packet
+
+    try:
+        with g:
+            for port in g.plan.graph_outputs:
+                g.observe(port, show(port))
+            g.start()
+            g.close_all_inputs()
+            g.wait_done(timeout=timeout)
+    except KeyboardInterrupt:
+        typer.echo("flowplex: cancelled", err=True)
+        raise typer.Exit(130) from None
+    except FlowplexError as exc:
+        raise _fail(exc, 1) from None
+    finally:
+        if sink is not None:
+            sink.close()
+    typer.echo(f"flowplex: {count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    try:
+        app()
+    except BrokenPipeError:  # `flowplex run g.yaml | head` exits quietly
+        sys.stderr.close()
+        sys.exit(0)

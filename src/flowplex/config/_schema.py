@@ -1,0 +1,207 @@
+"""The YAML format as pydantic models: key names, value types and defaults, nothing more.
+
+``extra="forbid"`` everywhere, so a misspelt key is an error, and ``strict=True`` so that
+``max_queue_size: "5"`` or ``rate: true`` are rejected as lm-flow's parser rejects them.
+Cross-field rules live in ``_convert`` / ``_expand`` (structure) and ``graph._plan`` (semantics).
+These models never leave ``flowplex.config``; the engine only sees the frozen specs.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+
+__all__ = [
+    "ExecutorModel",
+    "GraphModel",
+    "InputPolicyModel",
+    "InputQueuesModel",
+    "NodeModel",
+    "PortQueueModel",
+    "PredicateModel",
+    "RouteRuleModel",
+    "SubgraphModel",
+    "TimestampConditionModel",
+    "json_schema",
+]
+
+
+def _number_to_name(value: object) -> object:
+    # serde_yaml reads `name: 5` as the string "5"; keep accepting it (but not `true`).
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_number_to_name)]
+"""A name (node, port, executor...): a string; a bare YAML integer is read as its digits."""
+
+Count = Annotated[int, Field(ge=0)]
+"""A non-negative integer (lm-flow's ``usize``)."""
+
+MetadataOp = Literal["eq", "ne", "gt", "gte", "lt", "lte", "exists", "contains"]
+TimestampOp = Literal["eq", "ne", "gt", "gte", "lt", "lte"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True, populate_by_name=False)
+
+
+class ExecutorModel(_Model):
+    """One entry of ``executors``."""
+
+    name: Name = Field(default="", description="Referenced by `node.executor`; `default` is reserved.")
+    type: Literal["", "ThreadPoolExecutor", "DelegatingExecutor"] = Field(
+        default="", description='"" means ThreadPoolExecutor.'
+    )
+    num_threads: Count = Field(
+        default=0, description="Worker threads; 0 means 1. Must be 0 on DelegatingExecutor."
+    )
+    affinity: list[Count] = Field(
+        default_factory=list, description="Worker i is pinned to affinity[i % len]."
+    )
+    priority: int = Field(
+        default=0, ge=0, le=99, description="1..99: SCHED_FIFO priority (best effort); 0: normal."
+    )
+
+
+class InputPolicyModel(_Model):
+    """A node's ``input_policy``."""
+
+    type: Literal["sync", "immediate", "fixed_size", "sync_set", "batch"] = "sync"
+    capacity: Count = Field(
+        default=0, description="fixed_size: packets kept per port; batch: tuples per call (>= 1)."
+    )
+    sets: list[list[Name]] = Field(
+        default_factory=list, description="sync_set: a partition of the forward input ports into groups."
+    )
+
+
+class PortQueueModel(_Model):
+    """A per-port override in ``input_queues.ports``."""
+
+    packets: Count | None = Field(
+        default=None, description="Omitted: inherit `input_queues.packets`; 0: unlimited."
+    )
+
+
+class InputQueuesModel(_Model):
+    """A node's lossless per-input capacities (``input_queues``)."""
+
+    packets: Count = Field(
+        default=0, description="Default capacity of every forward input; 0 means unlimited."
+    )
+    ports: dict[Name, PortQueueModel] = Field(default_factory=dict)
+
+
+class TimestampConditionModel(_Model):
+    """The body of ``{timestamp: {op, value}}``."""
+
+    op: TimestampOp
+    value: int | None = None
+
+
+class PredicateModel(_Model):
+    """A route condition: exactly one of ``all``, ``any``, ``not``, ``timestamp``, ``metadata``."""
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [
+                {"required": ["all"]},
+                {"required": ["any"]},
+                {"required": ["not"]},
+                {"required": ["timestamp"]},
+                {"required": ["metadata", "op"]},
+            ]
+        }
+    )
+
+    all: list[PredicateModel] | None = None
+    any: list[PredicateModel] | None = None
+    not_: PredicateModel | None = Field(default=None, alias="not")
+    timestamp: TimestampConditionModel | None = None
+    metadata: Name | None = Field(default=None, description="The metadata key to test.")
+    op: MetadataOp | None = None
+    value: bool | int | float | str | None = None
+
+
+class RouteRuleModel(_Model):
+    """One entry of a route node's ``routes``."""
+
+    to: Name = Field(description="One of the route node's output ports.")
+    when: PredicateModel | None = None
+    default: bool = False
+
+
+class NodeModel(_Model):
+    """One entry of ``nodes`` (a kernel node, a ``type: route`` node or a subgraph instance)."""
+
+    name: Name = ""
+    kernel: Name = ""
+    type: Name = Field(default="", description="The name of a subgraph, or `route`.", examples=["route"])
+    input_ports: list[Name] = Field(
+        default_factory=list, description="`name`, `TAG:name` or `TAG:index:name`."
+    )
+    output_ports: list[Name] = Field(default_factory=list)
+    executor: Name = ""
+    max_in_flight: Count = Field(default=0, description="Concurrent invocations; 0 means 1.")
+    options: Any = None
+    input_policy: InputPolicyModel = Field(default_factory=InputPolicyModel)
+    input_queues: InputQueuesModel = Field(default_factory=InputQueuesModel)
+    back_edges: list[Name] = Field(default_factory=list)
+    on_error: Literal["", "abort", "skip"] = ""
+    rate: float = Field(
+        default=0.0, description="Source pacing in Hz; 0 means unpaced.", json_schema_extra={"minimum": 0}
+    )
+    mode: Literal["first", "all"] | None = Field(default=None, description="type: route only.")
+    unmatched: Name | None = Field(
+        default=None, description="type: route only: `drop`, `error` or an output port."
+    )
+    routes: list[RouteRuleModel] | None = Field(default=None, description="type: route only.")
+
+
+class SubgraphModel(_Model):
+    """One entry of ``subgraphs``."""
+
+    nodes: list[NodeModel] = Field(default_factory=list)
+    input_ports: list[Name] = Field(default_factory=list)
+    output_ports: list[Name] = Field(default_factory=list)
+
+
+class GraphModel(_Model):
+    """A whole YAML document."""
+
+    include: list[Name] = Field(
+        default_factory=list, description="Subgraph library files (file loading only)."
+    )
+    executors: list[ExecutorModel] = Field(default_factory=list)
+    nodes: list[NodeModel] = Field(default_factory=list)
+    subgraphs: dict[Name, SubgraphModel] = Field(default_factory=dict)
+    input_ports: list[Name] = Field(default_factory=list)
+    output_ports: list[Name] = Field(default_factory=list)
+    max_queue_size: Count = Field(default=100, description="Soft backlog warning threshold; 0 disables.")
+    max_queued_packets: Count | None = Field(
+        default=None, description="Global packet watermark; 0 means unlimited."
+    )
+    watchdog_ms: Count = 0
+    buffer_pool_max_bytes: Count = 0
+    stats: Literal["off", "basic", "full"] | None = None
+    stats_timing: bool | None = Field(default=None, description="Legacy: true means `stats: full`.")
+    trace_capacity: Count = Field(
+        default=0, description="Execution trace ring size (lm-lmflow >= 0.3.3); 0 is off."
+    )
+
+
+def json_schema() -> dict[str, Any]:
+    """The JSON Schema (2020-12) of the YAML graph format, for editors.
+
+    Unlike lm-flow's schema file it includes route nodes (``type: route``, ``mode``,
+    ``unmatched``, ``routes``).
+    """
+    schema = GraphModel.model_json_schema(by_alias=True)
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "flowplex graph",
+        **schema,
+    }

@@ -1,0 +1,261 @@
+"""Turn a pydantic ``ValidationError`` into one readable ``ConfigError`` line.
+
+The first problem wins. Its pydantic ``loc`` is walked against the model classes to find the YAML
+path, the model that owns the field (for the list of allowed keys) and the node it belongs to,
+giving messages like ``g.yaml:7: nodes[0] (node `a`): unknown field `kernal`; did you mean `kernel`?``.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Final, Literal, Union, get_args, get_origin
+
+from pydantic import BaseModel, ValidationError
+from pydantic_core import ErrorDetails
+
+from ..errors import ConfigError
+from ._paths import Source, YamlPath, format_path, node_context
+from ._schema import (
+    ExecutorModel,
+    GraphModel,
+    InputPolicyModel,
+    NodeModel,
+    PredicateModel,
+    TimestampConditionModel,
+)
+from ._suggest import did_you_mean
+
+__all__ = ["describe_value", "validate_document"]
+
+_REMOVED: Final[dict[tuple[type[BaseModel], str], str]] = {
+    (GraphModel, "max_queued_bytes"): "the byte watermark was removed; use `max_queued_packets`",
+    (NodeModel, "input_queue_capacity"): "a legacy key; use `input_queues: {packets: N}`",
+}
+_BYTES_HINT: Final = "byte capacities are not supported; use `packets`"
+
+
+def describe_value(value: object) -> str:
+    """How a YAML value is named in messages: ``integer `5```, ``a list``..."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"boolean `{str(value).lower()}`"
+    if isinstance(value, int):
+        return f"integer `{value}`"
+    if isinstance(value, float):
+        return f"float `{value}`"
+    if isinstance(value, str):
+        return f'string "{value}"'
+    if isinstance(value, list):
+        return "a list"
+    if isinstance(value, dict):
+        return "a mapping"
+    return f"a {type(value).__name__}"
+
+
+def _unwrap(tp: Any) -> Any:
+    """Strip ``Annotated`` and ``X | None`` wrappers."""
+    while True:
+        origin = get_origin(tp)
+        if origin is typing.Annotated:
+            tp = get_args(tp)[0]
+        elif origin in (Union, types.UnionType):
+            members = [a for a in get_args(tp) if a is not type(None)]
+            if len(members) != 1:
+                return tp
+            tp = members[0]
+        else:
+            return tp
+
+
+def _aliases(model: type[BaseModel]) -> dict[str, str]:
+    return {(info.alias or name): name for name, info in model.model_fields.items()}
+
+
+class _Located:
+    """What a pydantic ``loc`` points at."""
+
+    def __init__(self, loc: tuple[str | int, ...]) -> None:
+        self.path: list[str | int] = []
+        self.owner: type[BaseModel] | None = None
+        """The model whose field (or unknown key) the last path element is."""
+        self.field: str | None = None
+        """The YAML key of that field."""
+        self.union = False
+        """The error is about a value that may have several types."""
+        tp: Any = GraphModel
+        for part in loc:
+            tp = _unwrap(tp)
+            if isinstance(tp, type) and issubclass(tp, BaseModel):
+                self.owner, self.field = tp, str(part)
+                self.path.append(str(part))  # a YAML key, even when written as a number
+                name = _aliases(tp).get(str(part))
+                tp = None if name is None else tp.model_fields[name].annotation
+            elif get_origin(tp) is list:
+                self.path.append(part)
+                tp = get_args(tp)[0]
+            elif get_origin(tp) is dict:
+                self.path.append(part)
+                tp = get_args(tp)[1]
+            elif get_origin(tp) in (Union, types.UnionType):
+                self.union = True  # the rest of loc names union members, not YAML keys
+                break
+            else:
+                self.path.append(part)
+                tp = None
+
+
+def _node_name(data: object, path: YamlPath) -> str:
+    """The name of the node ``path`` is inside (``nodes[i]`` or ``subgraphs.X.nodes[i]``), if any."""
+    if len(path) >= 2 and path[0] == "nodes" and isinstance(path[1], int):
+        node, index, top = _get(data, path[:2]), path[1], True
+    elif len(path) >= 4 and path[0] == "subgraphs" and path[2] == "nodes" and isinstance(path[3], int):
+        node, index, top = _get(data, path[:4]), path[3], False
+    else:
+        return ""
+    if not isinstance(node, Mapping):
+        return ""
+    name = node.get("name")
+    if isinstance(name, str | int) and not isinstance(name, bool) and str(name):
+        return str(name)
+    if not top:
+        return ""
+    kind, kernel = node.get("type"), node.get("kernel")
+    if kind == "route":
+        return f"route#{index}"
+    if isinstance(kernel, str) and kernel:
+        return f"{kernel}#{index}"
+    return kind if isinstance(kind, str) else ""
+
+
+def _get(data: object, path: YamlPath) -> object:
+    for part in path:
+        if isinstance(data, Mapping):
+            data = data.get(part)
+        elif isinstance(data, list) and isinstance(part, int) and 0 <= part < len(data):
+            data = data[part]
+        else:
+            return None
+    return data
+
+
+def _literal_choices(owner: type[BaseModel] | None, field: str | None) -> list[str]:
+    if owner is None or field is None:
+        return []
+    name = _aliases(owner).get(field)
+    if name is None:
+        return []
+    tp = _unwrap(owner.model_fields[name].annotation)
+    if get_origin(tp) is Literal:
+        return [str(a) for a in get_args(tp) if a]
+    return []
+
+
+def _literal_message(where: _Located, value: object, expected: str) -> str:
+    shown = value if isinstance(value, str) else describe_value(value)
+    choices = _literal_choices(where.owner, where.field)
+    hint = did_you_mean(value, choices) if isinstance(value, str) else ""
+    key = (where.owner, where.field)
+    if key == (ExecutorModel, "type"):
+        return f"unknown executor type `{shown}`{hint} (supported: ThreadPoolExecutor, DelegatingExecutor)"
+    if key == (InputPolicyModel, "type"):
+        return (
+            f"unknown input_policy `{shown}`{hint} (valid: sync / immediate / fixed_size / sync_set / batch)"
+        )
+    if key == (NodeModel, "on_error"):
+        return f'unknown on_error `{shown}`{hint} (expected "abort" or "skip")'
+    if key == (GraphModel, "stats"):
+        return f"unknown stats level `{shown}`{hint} (expected `off`, `basic` or `full`)"
+    if key == (NodeModel, "mode"):
+        return f"unknown route mode `{shown}`{hint} (expected `first` or `all`)"
+    if key == (TimestampConditionModel, "op") and value in ("exists", "contains"):
+        return f"timestamp condition does not support `{value}`"
+    if key in ((PredicateModel, "op"), (TimestampConditionModel, "op")):
+        return f"unknown operator `{shown}`{hint} (valid: {', '.join(choices)})"
+    return f"unknown value `{shown}`{hint} (expected {expected})"
+
+
+def _unknown_field(where: _Located, key: str) -> str:
+    owner = where.owner
+    if owner is None:
+        return f"unknown field `{key}`"
+    removed = _REMOVED.get((owner, key))
+    if removed is None and key == "bytes" and owner.__name__ in ("InputQueuesModel", "PortQueueModel"):
+        removed = _BYTES_HINT
+    if removed is not None:
+        return f"unknown field `{key}` ({removed})"
+    allowed = list(_aliases(owner))
+    hint = did_you_mean(key, allowed)
+    if hint:
+        return f"unknown field `{key}`{hint}"
+    return f"unknown field `{key}`, expected one of {', '.join(f'`{a}`' for a in allowed)}"
+
+
+def _problem(error: ErrorDetails, where: _Located) -> str:
+    kind = error["type"]
+    value = error.get("input")
+    ctx = error.get("ctx") or {}
+    got = describe_value(value)
+    if where.union:
+        return f"expected a boolean, number or string, got {got}"
+    if kind in ("extra_forbidden", "invalid_key"):
+        return _unknown_field(where, str(where.field))
+    if kind == "missing":
+        return f"missing field `{where.field}`"
+    if kind == "literal_error":
+        return _literal_message(where, value, str(ctx.get("expected", "")))
+    if kind == "greater_than_equal":
+        if ctx.get("ge") == 0:
+            return f"expected a non-negative integer, got {got}"
+        return f"must be >= {ctx.get('ge')}, got {value}"
+    if kind == "less_than_equal":
+        return f"must be <= {ctx.get('le')}, got {value}"
+    expected = {
+        "int_type": "an integer",
+        "float_type": "a number",
+        "bool_type": "`true` or `false`",
+        "string_type": "a string",
+        "list_type": "a list",
+        "dict_type": "a mapping",
+        "model_type": "a mapping",
+        "model_attributes_type": "a mapping",
+    }.get(kind)
+    if expected is not None:
+        return f"expected {expected}, got {got}"
+    return f"{error['msg']} (got {got})"
+
+
+def _first_error(exc: ValidationError, data: object, source: Source) -> ConfigError:
+    error = exc.errors(include_url=False)[0]
+    where = _Located(tuple(error["loc"]))
+    path: YamlPath = tuple(where.path)
+    what = _problem(error, where)
+    if error["type"] in ("extra_forbidden", "invalid_key", "missing"):
+        line_path, path = path, path[:-1]  # report at the mapping, point at the key
+    else:
+        line_path = path
+    label = format_path(path)
+    prefix = source.prefix(line_path)
+    if label:
+        return ConfigError(f"{prefix}{label}{node_context(_node_name(data, path))}: {what}")
+    return ConfigError(f"{prefix}{what}")
+
+
+def validate_document(data: object, source: Source) -> GraphModel:
+    """Validate a parsed YAML document against the schema.
+
+    Raises:
+        ConfigError: For the first problem, with its path and (for files) its line.
+    """
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        got = describe_value(data)
+        msg = f"{source.prefix(())}a graph document must be a mapping of top-level fields, got {got}"
+        raise ConfigError(msg)
+    try:
+        return GraphModel.model_validate(data)
+    except ValidationError as exc:
+        raise _first_error(exc, data, source) from None

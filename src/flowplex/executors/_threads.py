@@ -1,0 +1,92 @@
+"""``ThreadPoolExecutor``: a fixed set of worker threads fed by one FIFO."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import threading
+from collections import deque
+from typing import final
+
+from ._protocol import Task
+
+log = logging.getLogger(__name__)
+
+
+@final
+class ThreadPoolExecutor:
+    """``num_threads`` workers; optional CPU affinity and real-time priority (best effort)."""
+
+    kind = "threads"
+
+    def __init__(
+        self, name: str, num_threads: int = 1, affinity: tuple[int, ...] = (), priority: int = 0
+    ) -> None:
+        self.name = name
+        self.threads = max(1, num_threads)
+        self._affinity = affinity
+        self._priority = priority
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._tasks: deque[tuple[Task, object]] = deque()
+        self._workers: list[threading.Thread] = []
+        self._stopping = False
+        self._idle = 0
+
+    def submit(self, fn: Task, arg: object) -> None:
+        """Queue ``fn(arg)`` for the next free worker."""
+        with self._lock:
+            if self._stopping:
+                return
+            self._tasks.append((fn, arg))
+            if self._idle:
+                self._cond.notify()
+
+    submit_background = submit
+
+    def start(self) -> None:
+        """Spawn the workers (idempotent; they live until ``shutdown``)."""
+        with self._lock:
+            self._stopping = False
+            if self._workers:
+                return
+            for i in range(self.threads):
+                t = threading.Thread(target=self._worker, args=(i,), name=f"{self.name}-{i}", daemon=True)
+                self._workers.append(t)
+                t.start()
+
+    def _worker(self, i: int) -> None:
+        self._pin(i)
+        while True:
+            with self._lock:
+                while not self._tasks and not self._stopping:
+                    self._idle += 1
+                    self._cond.wait()
+                    self._idle -= 1
+                if self._stopping:
+                    return
+                fn, arg = self._tasks.popleft()
+            fn(arg)
+
+    def _pin(self, i: int) -> None:
+        # Best effort, like lm-flow: silently keep the defaults without permission.
+        if self._affinity and hasattr(os, "sched_setaffinity"):
+            with contextlib.suppress(OSError, ValueError):
+                os.sched_setaffinity(0, {self._affinity[i % len(self._affinity)]})
+        if self._priority > 0 and hasattr(os, "sched_setscheduler"):
+            prio = min(99, max(1, self._priority))
+            with contextlib.suppress(OSError, ValueError, PermissionError):
+                os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
+
+    def shutdown(self) -> None:
+        """Stop the workers after their current task and join them."""
+        with self._lock:
+            self._stopping = True
+            self._tasks.clear()
+            self._cond.notify_all()
+            workers, self._workers = self._workers, []
+        me = threading.current_thread()
+        for t in workers:
+            if t is not me:
+                t.join(timeout=10.0)

@@ -1,0 +1,117 @@
+"""Build the runtime of a graph from a checked plan: kernels, contracts, nodes, edges, executors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+
+from ..errors import ConfigError
+from ..executors import DelegatingExecutor, Executor, InlineExecutor, ThreadPoolExecutor
+from ..kernels._context import Context, NodeInfo
+from ..kernels._contract import Contract
+from ..kernels._ports import PortTable
+from ..kernels._registry import Kernel, kernel_class
+from ..packets import type_name
+from ._engine import Engine
+from ._nodes import Edge, Node
+from ._plan import GraphPlan
+from ._spec import ROUTE_KERNEL
+
+log = logging.getLogger("flowplex.graph")
+
+
+def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
+                 log_fn: Callable[[int, str], None]) -> Engine:
+    """Instantiate every kernel and wire the runtime; raises ``ConfigError``/``KeyError``."""
+    executors: list[Executor] = []
+    delegating: list[DelegatingExecutor] = []
+    for i, ex in enumerate(plan.executors):
+        if i == 0:
+            executors.append(InlineExecutor("default"))
+        elif ex.type == "DelegatingExecutor":
+            d = DelegatingExecutor(ex.name)
+            delegating.append(d)
+            executors.append(d)
+        else:
+            executors.append(ThreadPoolExecutor(ex.name, ex.num_threads, ex.affinity, ex.priority))
+
+    nodes: list[Node] = []
+    for i, spec in enumerate(plan.spec.nodes):
+        inputs = PortTable(spec.input_ports)
+        outputs = PortTable(spec.output_ports)
+        if spec.kernel == ROUTE_KERNEL:
+            from ..kernels._route import make_route_kernel
+
+            cls: type[Kernel] = make_route_kernel(spec)
+        else:
+            cls = kernel_class(spec.kernel, where=f"{spec.path}.kernel")
+        contract = Contract(inputs, outputs)
+        get_contract = getattr(cls, "get_contract", None)
+        if get_contract is not None:
+            try:
+                get_contract(contract)
+            except Exception as exc:
+                msg = f"{spec.label}: get_contract of kernel `{spec.kernel}` failed: {type(exc).__name__}: {exc}"
+                raise ConfigError(msg) from exc
+        problem = contract.first_error()
+        if problem is not None:
+            msg = f"{spec.path}.kernel (node `{spec.name}`): {problem}"
+            raise ConfigError(msg)
+        try:
+            instance = cls()
+        except Exception as exc:
+            msg = f"{spec.label}: constructing kernel `{spec.kernel}` failed: {type(exc).__name__}: {exc}"
+            raise ConfigError(msg) from exc
+        info = NodeInfo(
+            name=spec.name, kernel_name=spec.kernel, inputs=inputs, outputs=outputs, options=spec.options,
+            is_source=spec.is_source, counter_add=counter_add, log=log_fn,
+        )
+        node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
+        node.in_types = list(contract.input_types)
+        node.out_types = list(contract.output_types)
+        node.typed_inputs = any(node.in_types)
+        node.typed_outputs = any(node.out_types)
+        node.side_required = list(contract.side_packets)
+        for _ in range(node.max_in_flight + 1):  # +1: the close callback's context
+            ctx = Context(info)
+            ctx._owner = node
+            node.contexts.append(ctx)
+        nodes.append(node)
+
+    edges: dict[str, Edge] = {}
+    for name, ep in plan.edges.items():
+        producer = nodes[ep.producer] if ep.producer is not None else None
+        edge = Edge(name, producer)
+        for node_index, port_index in ep.consumers:
+            port = nodes[node_index].inputs[port_index]
+            port.edge = edge
+            edge.consumers.append(port)
+        edges[name] = edge
+    for node in nodes:
+        node.out_edges = [edges[p.name] for p in node.spec.output_ports]
+
+    _check_static_types(plan, nodes)
+    for diag in plan.diagnostics:
+        log.warning("%s", diag.message)
+    return Engine(nodes, edges, list(plan.graph_inputs), executors, delegating)
+
+
+def _check_static_types(plan: GraphPlan, nodes: list[Node]) -> None:
+    """Both ends of an edge declare concrete types: they must agree (ADR #42, level 1)."""
+    for name, ep in plan.edges.items():
+        if ep.producer is None:
+            continue
+        producer = nodes[ep.producer]
+        out_t = producer.out_types[ep.producer_port]
+        if not out_t:
+            continue
+        for node_index, port_index in ep.consumers:
+            consumer = nodes[node_index]
+            in_t = consumer.in_types[port_index]
+            if in_t and in_t != out_t:
+                msg = (
+                    f"type mismatch on edge `{name}`: {producer.spec.path} `{producer.name}` output port "
+                    f"`{name}` declares {type_name(out_t)}, but node `{consumer.name}` input port "
+                    f"`{consumer.inputs[port_index].name}` declares {type_name(in_t)}"
+                )
+                raise ConfigError(msg)

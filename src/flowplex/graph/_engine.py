@@ -1,0 +1,725 @@
+"""The scheduler core: claim → run → flush → reschedule, termination and errors.
+
+One lock guards every queue, bound and counter of a graph. The rule (httpcore's pool): decide
+under the lock, act outside it — kernels, observers and executor submissions never run while
+the lock is held. ``_claim`` pops inputs at claim time, so two claims never take the same
+timestamp, and ``_finish`` flushes staged output in claim order.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from .._timestamps import TS_DONE, TS_POST_STREAM, TS_PRE_STREAM, TS_UNSET, ts_name
+from ..errors import (
+    ClosedError,
+    DeadlockError,
+    FlowplexError,
+    GraphCancelled,
+    KernelError,
+    StateError,
+    Timeout,
+    UsageError,
+)
+from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, CloseReason, Context
+from ..packets import Packet, type_name
+from ._nodes import BATCH, SYNC_SET, Edge, InPort, Node, batch_plan, next_allowed, ready_ts
+from ._nodes import sync_set_group
+
+if TYPE_CHECKING:
+    from ..executors import DelegatingExecutor, Executor
+    from ._io import Poller
+
+log = logging.getLogger("flowplex.graph")
+
+CREATED: Final = 0
+INITIALIZED: Final = 1
+RUNNING: Final = 2
+DRAINING: Final = 3
+TERMINATED: Final = 4
+STATE_NAMES: Final = ("CREATED", "INITIALIZED", "RUNNING", "DRAINING", "TERMINATED")
+
+WAIT_SLICE_S: Final = 0.05
+"""Longest single condition wait: blocking calls wake this often (Ctrl-C, stall checks)."""
+
+Submission = tuple["Executor", Callable[[object], None], object]
+Work = tuple[list[Submission], list[tuple[Callable[["Packet"], object], "Packet"]]]
+
+
+def _is_power_of_two(n: int) -> bool:
+    return n > 0 and n & (n - 1) == 0
+
+
+class Engine:
+    """Scheduling state and algorithms of one graph (the public facade is ``Graph``)."""
+
+    def __init__(self, nodes: list[Node], edges: dict[str, Edge], graph_inputs: list[str],
+                 executors: list[Executor], delegating: list[DelegatingExecutor]) -> None:
+        self.lock = threading.Lock()
+        self.changed = threading.Condition(self.lock)
+        self.nodes = nodes
+        self.edges = edges
+        self.graph_inputs = [edges[name] for name in graph_inputs]
+        self.executors = executors
+        self.delegating = delegating
+        self._pump_gate = threading.Lock()
+        self._pump_cursor = 0
+        self.state = INITIALIZED
+        self.error: KernelError | None = None
+        self.error_text = ""
+        self.cancelled = False
+        self.paused = False
+        self.busy = 0
+        """Claimed-but-unfinished invocations, pending wakes and running closes."""
+        self.counters: dict[str, int] = {}
+        self.generation = 0
+        self.wakeup: Callable[[], None] | None = None
+        self._timers: _Timers | None = None
+        self._subsequent_errors = 0
+        for d in delegating:
+            d.on_submit = self._on_delegated
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None:
+        """First error wins; later ones are logged. Caller holds the lock."""
+        if self.error is not None:
+            self._subsequent_errors += 1
+            log.warning("(subsequent error, ignored) %s", text)
+            return
+        where = f"[{node.name}] " if node is not None else ""
+        message = f"kernel failed: {where}{text}"
+        err = KernelError(message)
+        if exc is not None:
+            err.__cause__ = exc
+        self.error = err
+        self.error_text = message
+        log.error("%s", message)
+        self._bump()
+
+    def raise_if_failed(self) -> None:
+        """Raise the recorded graph error (a fresh copy, cause chained), if any."""
+        err = self.error
+        if err is not None:
+            raise _copy_error(err)
+
+    # -- claiming -------------------------------------------------------------------------------
+
+    def schedule(self, node: Node, out: list[Submission]) -> None:
+        """Claim as many invocations of ``node`` as are ready; caller holds the lock."""
+        while True:
+            ctx = self._claim(node)
+            if ctx is None:
+                return
+            out.append((node.executor, self.run, ctx))
+
+    def _claim(self, node: Node) -> Context | None:
+        if (self.error is not None or self.cancelled or self.paused or node.close_started
+                or not node.opened or node.in_flight >= node.max_in_flight):
+            return None
+        if node.is_source:
+            if node.source_done or node.waiting:
+                return None
+            ctx = node.contexts.pop()
+            ctx._reset_for(node.seq, PHASE_PROCESS)
+            if node.rate_period:
+                node.last_start = time.monotonic()
+        else:
+            port = node.fast_port
+            if port is not None:
+                q = port.queue
+                if not q:
+                    return None
+                p = q.popleft()
+                ts = p._ts
+                ctx = node.contexts.pop()
+                ctx._reset_for(ts, PHASE_PROCESS)
+                ctx._in[port.index] = p
+                b = next_allowed(ts)
+                if b > port.bound:
+                    port.bound = b
+                if port.closed and not q:
+                    ctx._done = [False] * len(node.inputs)
+                    ctx._done[port.index] = True
+                node.packets_in += 1
+            else:
+                general = self._claim_general(node)
+                if general is None:
+                    return None
+                ctx = general
+        ctx.seq = node.seq
+        node.seq += 1
+        node.in_flight += 1
+        self.busy += 1
+        return ctx
+
+    def _claim_general(self, node: Node) -> Context | None:
+        if node.policy == BATCH:
+            plan = batch_plan(node)
+            if plan is None:
+                return None
+            counts, ts = plan
+            ctx = node.contexts.pop()
+            ctx._reset_for(ts, PHASE_PROCESS)
+            batch: list[list[Packet]] = [[] for _ in node.inputs]
+            for port, count in zip(node.fwd, counts, strict=True):
+                items = [port.queue.popleft() for _ in range(count)]
+                batch[port.index] = items
+                ctx._in[port.index] = items[0] if items else None
+                if items:
+                    b = next_allowed(items[-1]._ts)
+                    if b > port.bound:
+                        port.bound = b
+                node.packets_in += count
+            ctx._batch = batch
+        else:
+            found = ready_ts(node)
+            if found is None:
+                return None
+            ts = found
+            ports = sync_set_group(node, ts) if node.policy == SYNC_SET else node.fwd
+            ctx = node.contexts.pop()
+            ctx._reset_for(ts, PHASE_PROCESS)
+            for p in node.fwd:
+                ctx._in[p.index] = None
+            b = next_allowed(ts)
+            for port in ports:
+                q = port.queue
+                if q and q[0]._ts == ts:
+                    ctx._in[port.index] = q.popleft()
+                    node.packets_in += 1
+                if b > port.bound:
+                    port.bound = b
+        for port in node.backs:
+            ctx._in[port.index] = port.queue.popleft() if port.queue else None
+        if any(p.closed for p in node.inputs):
+            ctx._done = [p.closed and not p.queue for p in node.inputs]
+        return ctx
+
+    # -- running ----------------------------------------------------------------------------------
+
+    def run(self, arg: object) -> None:
+        """Executor entry point: run one claimed invocation or a close, then finish it."""
+        ctx: Context = arg  # type: ignore[assignment]
+        node: Node = ctx._owner  # type: ignore[assignment]
+        if ctx._phase == PHASE_CLOSE:
+            self._run_close(node, ctx)
+            return
+        err: BaseException | None = None
+        text = ""
+        if node.typed_inputs:
+            text = _input_type_error(node, ctx)
+        if not text:
+            try:
+                node.kernel.process(ctx)
+            except Exception as exc:
+                err = exc
+                text = _describe(exc, ctx)
+            except BaseException:
+                self._abandon(node, ctx)
+                raise
+        # Release inputs before flushing so downstream take_input sees exclusive payloads.
+        inputs = ctx._in
+        for i in range(len(inputs)):
+            inputs[i] = None
+        ctx._batch = None
+        if not text and node.typed_outputs:
+            text = _output_type_error(node, ctx)
+        self._finish(node, ctx, err, text)
+
+    def _abandon(self, node: Node, ctx: Context) -> None:
+        """A BaseException (Ctrl-C) escaped a kernel: cancel the graph, keep counts straight."""
+        for out in ctx._out:
+            out.clear()
+        with self.lock:
+            node.in_flight -= 1
+            self.busy -= 1
+            node.contexts.append(ctx)
+        self.cancel()
+
+    def _finish(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            if text:
+                for out in ctx._out:
+                    out.clear()
+                ctx._bounds = None
+                if node.on_error_skip:
+                    node.errors += 1
+                    if _is_power_of_two(node.errors):
+                        log.warning("node `%s`: skipping a failed packet (on_error=skip), %d so far: %s",
+                                    node.name, node.errors, text)
+                else:
+                    node.errors += 1
+                    self.record_error(node, err, text)
+                    for other in self.nodes:
+                        if other is not node:
+                            self._try_close(other, subs)
+            else:
+                node.processed += 1
+            if ctx._source_done:
+                node.source_done = True
+            node.in_flight -= 1
+            self.busy -= 1
+            if node.is_source and not node.source_done:
+                self._pace_source(node, ctx, subs)
+            if node.max_in_flight == 1:
+                self._flush(node, ctx, subs, calls)
+                node.contexts.append(ctx)
+            else:
+                # Flush strictly in claim order so downstream timestamps stay monotonic.
+                node.pending[ctx.seq] = (ctx, None)
+                while node.next_flush in node.pending:
+                    ready_ctx, _ = node.pending.pop(node.next_flush)
+                    self._flush(node, ready_ctx, subs, calls)
+                    node.contexts.append(ready_ctx)
+                    node.next_flush += 1
+            self.schedule(node, subs)
+            self._try_close(node, subs)
+            self._bump()
+        self._dispatch(subs, calls)
+
+    def _dispatch(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Outside the lock: call observers, then hand claimed work to executors."""
+        for fn, packet in calls:
+            try:
+                fn(packet)
+            except Exception as exc:  # an observer's failure must not break the graph
+                log.warning("observer %r failed: %r", fn, exc)
+        calls.clear()  # hold no packet while downstream work runs (in-place writes need that)
+        for executor, task, arg in subs:
+            executor.submit(task, arg)
+
+    def _flush(self, node: Node, ctx: Context, subs: list[Submission],
+               calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Deliver a finished invocation's staging, port by port; caller holds the lock."""
+        discard = self.error is not None or self.cancelled
+        bounds = ctx._bounds
+        in_ts = ctx._ts
+        for o, staged in enumerate(ctx._out):
+            edge = node.out_edges[o]
+            if staged and not discard:
+                node.packets_out += len(staged)
+                self._deliver(edge, staged, subs, calls)
+                staged.clear()
+            else:
+                staged.clear()
+                if bounds is not None and o in bounds:
+                    b = bounds[o]
+                elif TS_PRE_STREAM <= in_ts <= TS_POST_STREAM:
+                    b = next_allowed(in_ts)
+                else:
+                    continue
+                self._advance(edge, b, subs, calls)
+
+    def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission],
+                 calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Fan ``packets`` out to pollers, observers and consumer queues; lock held."""
+        for poller in edge.pollers:
+            poller.push_many(packets)
+        for fn in edge.observers:
+            for p in packets:
+                calls.append((fn, p))
+        last = packets[-1]._ts
+        b = next_allowed(last)
+        for port in edge.consumers:
+            q = port.queue
+            if port.is_back:
+                if q:
+                    port.overwritten += len(q)
+                    q.clear()
+                q.append(packets[-1])
+            else:
+                q.extend(packets)
+                if port.fixed:
+                    while len(q) > port.fixed:
+                        q.popleft()
+                        edge.dropped += 1
+                        if _is_power_of_two(edge.dropped):
+                            log.warning("edge `%s` has dropped %d packets total due to the fixed_size policy "
+                                        "(capacity %d)", edge.name, edge.dropped, port.fixed)
+                if len(q) > port.peak:
+                    port.peak = len(q)
+                if b > port.bound:
+                    port.bound = b
+            self.schedule(port.node, subs)
+        self._publish(edge, b, calls)
+
+    def _advance(self, edge: Edge, b: int, subs: list[Submission],
+                 calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Propagate a bound with no packet (rule 3 of lm-flow's bound propagation)."""
+        for port in edge.consumers:
+            if not port.is_back and b > port.bound:
+                port.bound = b
+                self.schedule(port.node, subs)
+        self._publish(edge, b, calls)
+
+    def _publish(self, edge: Edge, b: int, calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        if b <= edge.published:
+            return
+        edge.published = b
+        if edge.bound_pollers or edge.bound_observers:
+            for poller in edge.bound_pollers:
+                poller.push_bound(b)
+            for fn in edge.bound_observers:
+                marker = Packet()
+                marker._ts = b
+                calls.append((fn, marker))
+
+    # -- sources ---------------------------------------------------------------------------------
+
+    def _pace_source(self, node: Node, ctx: Context, subs: list[Submission]) -> None:
+        """After a source invocation: wait for ``source_yield`` / ``rate`` without a worker."""
+        delay = ctx._yield
+        deadline = 0.0
+        now = time.monotonic()
+        if node.rate_period:
+            deadline = node.last_start + node.rate_period
+        if delay is not None and delay > 0:
+            deadline = max(deadline, now + delay)
+        if deadline > now:
+            node.waiting = True
+            self.busy += 1
+            self._timer_service().add(deadline, node, node.wake_gen)
+
+    def wake(self, node: Node, gen: int) -> None:
+        """Timer callback: a waiting source may run again."""
+        subs: list[Submission] = []
+        with self.lock:
+            self.busy -= 1
+            if gen != node.wake_gen or not node.waiting:
+                self._bump()
+                return
+            node.waiting = False
+            self.schedule(node, subs)
+            self._try_close(node, subs)
+            self._bump()
+        for executor, task, arg in subs:
+            executor.submit_background(task, arg)
+
+    def _timer_service(self) -> _Timers:
+        if self._timers is None:
+            self._timers = _Timers(self)
+        return self._timers
+
+    # -- closing ---------------------------------------------------------------------------------
+
+    def _try_close(self, node: Node, subs: list[Submission]) -> None:
+        """Start closing ``node`` if it may; lock held. Closing runs on the node's executor."""
+        if not node.opened or node.close_started or node.in_flight or node.waiting:
+            return
+        if not (self.error is not None or self.cancelled or node.may_close()):
+            return
+        node.close_started = True
+        self.busy += 1
+        ctx = node.contexts.pop()
+        ctx._reset_for(TS_DONE, PHASE_CLOSE)
+        ctx.close_reason = (CloseReason.CANCELLED if self.cancelled
+                            else CloseReason.ERROR if self.error is not None else CloseReason.NORMAL)
+        subs.append((node.executor, self.run, ctx))
+
+    def _run_close(self, node: Node, ctx: Context) -> None:
+        text = ""
+        err: Exception | None = None
+        try:
+            node.kernel.close(ctx)
+        except Exception as exc:
+            err = exc
+            text = _describe(exc, ctx)
+        if not text and node.typed_outputs:
+            text = _output_type_error(node, ctx)
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            if text:
+                for out in ctx._out:
+                    out.clear()
+                self.record_error(node, err, text)
+                for other in self.nodes:
+                    self._try_close(other, subs)
+            else:
+                self._flush(node, ctx, subs, calls)
+            ctx.close_reason = CloseReason.NORMAL
+            node.contexts.append(ctx)
+            node.closed = True
+            self.busy -= 1
+            for edge in node.out_edges:
+                self._close_edge(edge, subs, calls)
+            self._check_terminated()
+            self._bump()
+        self._dispatch(subs, calls)
+
+    def _close_edge(self, edge: Edge, subs: list[Submission],
+                    calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """No more packets on ``edge``: close consumer ports and pollers; lock held."""
+        if edge.closed:
+            return
+        edge.closed = True
+        for poller in edge.pollers:
+            poller.closed = True
+        for port in edge.consumers:
+            port.closed = True
+            if not port.is_back:
+                port.bound = TS_DONE
+            self.schedule(port.node, subs)
+            self._try_close(port.node, subs)
+        self._publish(edge, TS_DONE, calls)
+
+    def close_graph_input(self, edge: Edge) -> None:
+        """Close one graph input port (idempotent)."""
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            self._close_edge(edge, subs, calls)
+            if self.state == RUNNING and all(e.closed for e in self.graph_inputs):
+                self.state = DRAINING
+            self._check_terminated()
+            self._bump()
+        self._dispatch(subs, calls)
+
+    def _check_terminated(self) -> None:
+        if self.state in (RUNNING, DRAINING) and all(n.closed for n in self.nodes) and self.busy == 0:
+            if not self.graph_inputs or all(e.closed for e in self.graph_inputs) or self.error or self.cancelled:
+                self.state = TERMINATED
+
+    def force_close_all(self) -> None:
+        """After an error or cancel: close every idle node (running ones close when they end)."""
+        subs: list[Submission] = []
+        with self.lock:
+            for node in self.nodes:
+                self._try_close(node, subs)
+            self._check_terminated()
+            self._bump()
+        self._dispatch(subs, [])
+
+    # -- host side ---------------------------------------------------------------------------------
+
+    def accept(self, edge: Edge, packet: Packet) -> Work:
+        """Queue one packet sent on a graph input and claim what it makes ready.
+
+        Returns the work to hand to ``run_work`` once the caller dropped its own references to
+        the value: a linear pipeline can then write into the sent array in place.
+        """
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            self._check_can_send(edge)
+            ts = packet._ts
+            if ts == TS_UNSET:
+                msg = f"packets on a graph input port must carry an explicit timestamp (port `{edge.name}`)"
+                raise UsageError(msg)
+            if ts <= edge.last_sent and edge.last_sent != TS_UNSET:
+                msg = (f"graph input port `{edge.name}` timestamps must be strictly increasing: "
+                       f"previous {ts_name(edge.last_sent)}, this one {ts_name(ts)}")
+                raise UsageError(msg)
+            edge.last_sent = ts
+            packet._owned = False
+            self._deliver(edge, [packet], subs, calls)
+        return subs, calls
+
+    def run_work(self, work: Work) -> None:
+        """Run what ``accept`` claimed (inline work runs on this thread)."""
+        self._dispatch(*work)
+
+    def _check_can_send(self, edge: Edge) -> None:
+        state = self.state
+        if state < RUNNING:
+            msg = f"cannot send on `{edge.name}` before Graph.start() (state {STATE_NAMES[state]})"
+            raise StateError(msg)
+        # A failure or a cancel explains more than "closed": report it first.
+        if self.cancelled:
+            msg = "the graph was cancelled"
+            raise GraphCancelled(msg)
+        self.raise_if_failed()
+        if state != RUNNING:
+            msg = f"cannot send on `{edge.name}`: the graph's inputs are closed ({STATE_NAMES[state]})"
+            raise ClosedError(msg)
+        if edge.closed:
+            msg = f"graph input port `{edge.name}` is closed"
+            raise ClosedError(msg)
+
+    def pump_step(self) -> bool:
+        """Run at most one delegated task on this thread; False when there was nothing to do."""
+        if not self.delegating:
+            return False
+        if not self._pump_gate.acquire(blocking=False):
+            return False
+        try:
+            n = len(self.delegating)
+            for i in range(n):
+                d = self.delegating[(self._pump_cursor + i) % n]
+                if d.run_one():
+                    self._pump_cursor = (self._pump_cursor + i + 1) % n
+                    return True
+            return False
+        finally:
+            self._pump_gate.release()
+
+    def delegated_pending(self) -> bool:
+        """Whether any delegating executor holds queued tasks."""
+        return any(d.pending() for d in self.delegating)
+
+    def idle(self) -> bool:
+        """No invocation, close or wake in flight and no delegated task queued; lock held."""
+        return self.busy == 0 and not self.delegated_pending()
+
+    def wait_change(self, deadline: float | None) -> None:
+        """Wait (lock held) for activity, at most one slice; raises ``Timeout`` past deadline."""
+        slice_s = WAIT_SLICE_S
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = "timed out"
+                raise Timeout(msg)
+            slice_s = min(slice_s, remaining)
+        self.changed.wait(slice_s)
+
+    def _bump(self) -> None:
+        self.generation += 1
+        self.changed.notify_all()
+        cb = self.wakeup
+        if cb is not None:
+            cb()
+
+    def _on_delegated(self) -> None:
+        # Called by a delegating executor after a submission, possibly without the lock.
+        cb = self.wakeup
+        if cb is not None:
+            cb()
+        if self.lock.acquire(blocking=False):
+            try:
+                self.changed.notify_all()
+            finally:
+                self.lock.release()
+
+    def starving(self) -> list[str]:
+        """Describe input ports that hold packets but cannot fire (for stall errors); lock held."""
+        out = []
+        for node in self.nodes:
+            if node.closed:
+                continue
+            for p in node.inputs:
+                state = "closed" if p.closed else f"open, bound {ts_name(p.bound)}"
+                if p.queue:
+                    out.append(f"{node.name}.{p.name} ({len(p.queue)} queued, {state})")
+        return out
+
+    def stall_error(self, what: str) -> DeadlockError:
+        """A ``DeadlockError`` naming unclosed nodes and starving ports; lock held."""
+        unclosed = [n.name for n in self.nodes if not n.closed]
+        starving = self.starving()
+        reason = f"; starving ports: [{', '.join(starving)}]" if starving else ""
+        return DeadlockError(
+            f"{what}: all inputs closed but the graph is idle and nodes are not closed: "
+            f"[{', '.join(unclosed)}]{reason}. usually a kernel's close condition is unmet "
+            "(a source that never calls source_done?)"
+        )
+
+    def cancel(self) -> None:
+        """Stop claiming, drop pending wakes and close every node with reason CANCELLED."""
+        with self.lock:
+            if self.cancelled or self.state in (INITIALIZED, CREATED):
+                self.cancelled = True
+                return
+            self.cancelled = True
+            for node in self.nodes:
+                if node.waiting:
+                    node.waiting = False
+                    node.wake_gen += 1
+                    self.busy -= 1
+            self._bump()
+        self.force_close_all()
+
+    def shutdown(self) -> None:
+        """Stop timers and executor threads."""
+        if self._timers is not None:
+            self._timers.stop()
+            self._timers = None
+        for ex in self.executors:
+            ex.shutdown()
+
+
+class _Timers:
+    """One thread per graph that fires source wakes at their deadlines."""
+
+    def __init__(self, engine: Engine) -> None:
+        import heapq
+
+        self._heapq = heapq
+        self._engine = engine
+        self._cond = threading.Condition(threading.Lock())
+        self._heap: list[tuple[float, int, Node, int]] = []
+        self._seq = 0
+        self._stopped = False
+        self._thread = threading.Thread(target=self._loop, name="flowplex-timers", daemon=True)
+        self._thread.start()
+
+    def add(self, deadline: float, node: Node, gen: int) -> None:
+        with self._cond:
+            self._seq += 1
+            self._heapq.heappush(self._heap, (deadline, self._seq, node, gen))
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stopped:
+                    if self._heap:
+                        wait = self._heap[0][0] - time.monotonic()
+                        if wait <= 0:
+                            break
+                        self._cond.wait(wait)
+                    else:
+                        self._cond.wait()
+                if self._stopped:
+                    return
+                _, _, node, gen = self._heapq.heappop(self._heap)
+            self._engine.wake(node, gen)
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stopped = True
+            self._heap.clear()
+            self._cond.notify_all()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5.0)
+
+
+def _describe(exc: BaseException, ctx: Context) -> str:
+    text = str(exc)
+    if not text and ctx._error_text:
+        text = ctx._error_text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _input_type_error(node: Node, ctx: Context) -> str:
+    for i, want in enumerate(node.in_types):
+        p = ctx._in[i]
+        if want and p is not None and p._tid != want:
+            hint = " (packets of type id 0 only pass ports declared `any`)" if p._tid == 0 else ""
+            return (f"input port `{node.inputs[i].name}` type mismatch: contract declares {type_name(want)}, "
+                    f"actual {type_name(p._tid)}{hint}")
+    return ""
+
+
+def _output_type_error(node: Node, ctx: Context) -> str:
+    for o, want in enumerate(node.out_types):
+        if not want:
+            continue
+        for p in ctx._out[o]:
+            if p._value is not None and p._tid != want:
+                return (f"output port `{node.out_edges[o].name}` type mismatch: contract declares "
+                        f"{type_name(want)}, emitted {type_name(p._tid)}")
+    return ""
+
+
+def _copy_error(err: KernelError) -> FlowplexError:
+    fresh = type(err)(str(err))
+    fresh.__cause__ = err.__cause__
+    return fresh
+

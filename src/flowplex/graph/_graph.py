@@ -1,0 +1,431 @@
+"""``Graph``: the public facade over a built graph (lm-flow's Python ``Graph`` API)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from enum import IntEnum
+from typing import TYPE_CHECKING, Any, final
+
+from .._log import kernel_log
+from .._timestamps import TS_UNSTARTED
+from .._types import PathLike
+from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
+from ..kernels._context import PHASE_OPEN
+from ..packets import Packet, new_buffer, to_packet
+from ._build import build_engine
+from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
+from ._io import Input, Poller
+from ._io import _check_ts as _ts_arg
+from ._plan import GraphPlan, build_plan
+from ._spec import GraphSpec
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+log = logging.getLogger("flowplex.graph")
+
+__all__ = ["Graph", "GraphState"]
+
+
+class GraphState(IntEnum):
+    """A graph's lifecycle state (lm-flow's values)."""
+
+    CREATED = 0
+    INITIALIZED = 1
+    RUNNING = 2
+    DRAINING = 3
+    TERMINATED = 4
+
+
+_FACTORY_TOKEN = object()
+
+
+@final
+class Graph:
+    """A dataflow graph built from YAML, ready to ``start``.
+
+    Build one with ``Graph.from_yaml(text)`` or ``Graph.from_yaml_file(path)`` and use it as a
+    context manager so its threads stop before the interpreter exits:
+
+    >>> import flowplex
+    >>> with flowplex.Graph.from_yaml('''
+    ... nodes:
+    ...   - { name: s, kernel: ScaleKernel, input_ports: [x], output_ports: [y], options: { factor: 3 } }
+    ... input_ports: [x]
+    ... output_ports: [y]
+    ... ''') as g:
+    ...     out = g.add_poller("y")
+    ...     g.start()
+    ...     g.send("x", 14, ts=0)
+    ...     g.close_all_inputs()
+    ...     print(out.next().as_int())
+    ...     g.wait_done()
+    42
+    """
+
+    def __init__(self, plan: object = None, token: object = None) -> None:
+        if token is not _FACTORY_TOKEN or not isinstance(plan, GraphPlan):
+            msg = "create graphs with Graph.from_yaml(text), Graph.from_yaml_file(path) or Graph.from_spec(spec)"
+            raise TypeError(msg)
+        self._plan = plan
+        self._counters_lock = threading.Lock()
+        self._counters: dict[str, int] = {}
+        self._engine: Engine = build_engine(plan, self._counter_add, kernel_log)
+        self._side_packets: dict[str, Packet] = {}
+        self._inputs = {name: Input(self._engine, self._engine.edges[name]) for name in plan.graph_inputs}
+        self._pollers: list[Poller] = []
+        self._closed = False
+
+    # -- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_yaml(cls, yaml: str) -> Graph:
+        """Build a graph from YAML text (``include`` needs ``from_yaml_file``)."""
+        from ..config import load_yaml
+
+        return cls.from_spec(load_yaml(yaml))
+
+    @classmethod
+    def from_yaml_file(cls, path: PathLike) -> Graph:
+        """Build a graph from a YAML file; ``include`` paths are relative to it."""
+        from ..config import load_yaml_file
+
+        return cls.from_spec(load_yaml_file(path))
+
+    @classmethod
+    def from_spec(cls, spec: GraphSpec) -> Graph:
+        """Build a graph from an already parsed ``GraphSpec``."""
+        return cls(build_plan(spec), _FACTORY_TOKEN)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> GraphState:
+        """The lifecycle state."""
+        return GraphState(self._engine.state)
+
+    def __repr__(self) -> str:
+        state = self._engine.state
+        return f"<flowplex.Graph state={state} ({STATE_NAMES[state]}) nodes={len(self._engine.nodes)}>"
+
+    def __enter__(self) -> Graph:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        with contextlib.suppress(Exception):
+            self.close()
+
+    def _require_state(self, allowed: tuple[int, ...], what: str) -> None:
+        state = self._engine.state
+        if state not in allowed:
+            names = "/".join(STATE_NAMES[s] for s in allowed)
+            msg = f"{what} is only allowed while the graph is {names} (it is {STATE_NAMES[state]})"
+            raise StateError(msg)
+
+    def set_side_packet(self, name: str, value: object) -> None:
+        """Set a constant every kernel can read with ``cc.side_packet(name)``; before ``start``."""
+        self._require_state((INITIALIZED,), "set_side_packet")
+        packet = to_packet(value)
+        packet._owned = False
+        self._side_packets[name] = packet
+        for node in self._engine.nodes:
+            node.info.side_packets[name] = packet
+
+    def start(self) -> None:
+        """Open every kernel (on this thread, in node order), then start running."""
+        engine = self._engine
+        self._require_state((INITIALIZED,), "start")
+        for node in engine.nodes:
+            for name in node.side_required:
+                if name not in self._side_packets:
+                    msg = (
+                        f"missing required side packet `{name}` -- node `{node.name}` declared it in "
+                        "get_contract; inject it with set_side_packet before start"
+                    )
+                    raise UsageError(msg)
+        for node in engine.nodes:
+            if node.opened:
+                continue
+            ctx = node.contexts[-1]
+            ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
+            try:
+                node.kernel.open(ctx)
+            except Exception as exc:
+                text = f"{type(exc).__name__}: {exc}"
+                with engine.lock:
+                    engine.record_error(node, exc, f"open failed: {text}")
+                msg = f"kernel failed: [{node.name}] open failed: {text}"
+                raise KernelError(msg) from exc
+            finally:
+                for staged in ctx._out:
+                    staged.clear()
+            node.opened = True
+        used = {id(n.executor) for n in engine.nodes}
+        for ex in engine.executors:
+            if id(ex) in used:
+                ex.start()
+        subs: list[Submission] = []
+        with engine.lock:
+            engine.state = RUNNING
+            if engine.graph_inputs and all(e.closed for e in engine.graph_inputs):
+                engine.state = DRAINING
+            for node in engine.nodes:
+                engine.schedule(node, subs)
+                engine._try_close(node, subs)
+            engine._check_terminated()
+        for executor, task, arg in subs:
+            executor.submit_background(task, arg)
+
+    def close(self) -> None:
+        """Cancel if still running, wait briefly, stop threads. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        engine = self._engine
+        if engine.state in (RUNNING, DRAINING):
+            engine.cancel()
+            deadline = time.monotonic() + 5.0
+            while engine.state != TERMINATED and time.monotonic() < deadline:
+                if not engine.pump_step():
+                    with engine.lock:
+                        if engine.state == TERMINATED or engine.idle():
+                            break
+                        engine.changed.wait(0.01)
+        engine.shutdown()
+
+    def reset(self) -> None:
+        """Make a terminated graph startable again; kernels stay opened (``open`` is skipped)."""
+        engine = self._engine
+        with engine.lock:
+            if engine.state != TERMINATED or not engine.idle():
+                msg = "reset needs a terminated, idle graph; call wait_done() first"
+                raise StateError(msg)
+            engine.error = None
+            engine.error_text = ""
+            engine.cancelled = False
+            engine.paused = False
+            for node in engine.nodes:
+                node.reset()
+            for edge in engine.edges.values():
+                edge.reset()
+            for poller in self._pollers:
+                poller.reset()
+            engine.state = INITIALIZED
+        with self._counters_lock:
+            self._counters.clear()
+
+    # -- subscribers ---------------------------------------------------------------------------
+
+    def _output_edge(self, port: str) -> Any:
+        if port not in self._plan.graph_outputs:
+            from ..config._suggest import suggest
+
+            hint = suggest(port, list(self._plan.graph_outputs))
+            tail = f"; did you mean `{hint}`?" if hint else f" (graph outputs: {list(self._plan.graph_outputs)})"
+            msg = f"`{port}` is not a graph output port{tail}"
+            raise UnknownPortError(msg)
+        return self._engine.edges[port]
+
+    def add_poller(self, port: str, *, observe_timestamp_bounds: bool = False) -> Poller:
+        """Subscribe to graph output ``port``; before ``start``."""
+        edge = self._output_edge(port)
+        self._require_state((INITIALIZED,), "add_poller")
+        poller = Poller(self._engine, port, observe_timestamp_bounds)
+        with self._engine.lock:
+            edge.pollers.append(poller)
+            if observe_timestamp_bounds:
+                edge.bound_pollers.append(poller)
+        self._pollers.append(poller)
+        return poller
+
+    def observe(self, port: str, fn: Callable[[Packet], object], *, observe_timestamp_bounds: bool = False) -> None:
+        """Call ``fn(packet)`` for every packet on graph output ``port``, on the delivering thread.
+
+        The packet is borrowed: copy what you keep. Before ``start``.
+        """
+        edge = self._output_edge(port)
+        self._require_state((INITIALIZED,), "observe")
+        if not callable(fn):
+            msg = f"observe: fn must be callable, got {type(fn).__name__}"
+            raise TypeError(msg)
+        with self._engine.lock:
+            edge.observers.append(fn)
+            if observe_timestamp_bounds:
+                edge.bound_observers.append(fn)
+
+    # -- inputs --------------------------------------------------------------------------------
+
+    def input(self, port: str) -> Input:
+        """The handle of graph input ``port`` (``KeyError`` if there is none)."""
+        handle = self._inputs.get(port)
+        if handle is None:
+            from ..config._suggest import suggest
+
+            hint = suggest(port, list(self._inputs))
+            tail = f"; did you mean `{hint}`?" if hint else f" (graph inputs: {list(self._inputs)})"
+            msg = f"`{port}` is not a graph input port{tail}"
+            raise UnknownPortError(msg)
+        return handle
+
+    def send(self, port: str, value: object, ts: int | None = None) -> None:
+        """``self.input(port).send(value, ts)``: see ``Input.send``."""
+        handle = self.input(port)
+        engine = self._engine
+        work = engine.accept(handle._edge, to_packet(value, None if ts is None else _ts_arg(ts)))
+        del value  # see Input.send: keep no reference while the graph runs
+        engine.run_work(work)
+
+    def send_nowait(self, port: str, value: object, ts: int | None = None) -> None:
+        """``self.input(port).send_nowait(value, ts)``."""
+        self.input(port).send_nowait(value, ts)
+
+    def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
+        """A zero-filled buffer packet and a writable view of it, to fill then ``send``."""
+        return new_buffer(shape, dtype)
+
+    def close_input(self, port: str) -> None:
+        """Close graph input ``port``."""
+        self.input(port).close()
+
+    def close_all_inputs(self) -> None:
+        """Close every graph input."""
+        for handle in self._inputs.values():
+            handle.close()
+
+    # -- control -------------------------------------------------------------------------------
+
+    def cancel(self) -> None:
+        """Stop the graph: no new invocations, every node closes with reason CANCELLED."""
+        self._engine.cancel()
+
+    def pause(self) -> None:
+        """Stop claiming new invocations (sends still queue) until ``resume``."""
+        with self._engine.lock:
+            self._engine.paused = True
+
+    def resume(self) -> None:
+        """Undo ``pause`` and rescan every node."""
+        engine = self._engine
+        subs: list[Submission] = []
+        with engine.lock:
+            engine.paused = False
+            for node in engine.nodes:
+                engine.schedule(node, subs)
+                engine._try_close(node, subs)
+            engine._bump()
+        engine._dispatch(subs, [])
+
+    def pump_step(self) -> bool:
+        """Run one delegated task on this thread; False when there was none."""
+        return self._engine.pump_step()
+
+    def pump_steps(self, max_steps: int) -> int:
+        """Run up to ``max_steps`` delegated tasks; returns how many ran."""
+        if max_steps < 0:
+            msg = f"pump_steps: max_steps must be >= 0, got {max_steps}"
+            raise ValueError(msg)
+        done = 0
+        while done < max_steps and self._engine.pump_step():
+            done += 1
+        return done
+
+    def wait_done(self, timeout: float | None = None) -> None:
+        """Block until every node has closed; raise the graph's error, if any.
+
+        Runs delegated work on this thread meanwhile. Raises ``StateError`` if the graph is idle
+        with graph inputs still open (it cannot finish by itself), ``DeadlockError`` if it
+        stalled, ``GraphCancelled`` after ``cancel``, ``KernelError`` if a kernel failed and
+        ``Timeout`` after ``timeout`` seconds.
+        """
+        engine = self._engine
+        if engine.state == INITIALIZED and not engine.cancelled:
+            msg = "wait_done() before start()"
+            raise StateError(msg)
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            while engine.pump_step():
+                pass
+            force = False
+            with engine.lock:
+                if engine.state in (TERMINATED, INITIALIZED):
+                    break
+                if engine.idle():
+                    failed = engine.error is not None or engine.cancelled
+                    open_inputs = [e.name for e in engine.graph_inputs if not e.closed]
+                    if open_inputs and not failed:
+                        msg = (
+                            f"wait_done: graph input ports [{', '.join(open_inputs)}] still open, the graph "
+                            "won't finish on its own -- call close_input/close_all_inputs first"
+                        )
+                        raise StateError(msg)
+                    if failed:
+                        if all(n.closed or not n.opened for n in engine.nodes):
+                            engine.state = TERMINATED
+                            break
+                        force = True
+                    else:
+                        engine._check_terminated()
+                        if engine.state == TERMINATED:
+                            break
+                        raise engine.stall_error("wait_done")
+                if not force:
+                    engine.wait_change(deadline)
+            if force:
+                engine.force_close_all()
+        if engine.cancelled:
+            msg = "the graph was cancelled"
+            raise GraphCancelled(msg)
+        engine.raise_if_failed()
+
+    def wait_until_idle(self, timeout: float | None = None) -> None:
+        """Block until nothing is running or queued for execution (closes nothing)."""
+        engine = self._engine
+        deadline = None if timeout is None else time.monotonic() + float(timeout)
+        while True:
+            while engine.pump_step():
+                pass
+            with engine.lock:
+                if engine.idle():
+                    break
+                engine.wait_change(deadline)
+        engine.raise_if_failed()
+
+    # -- introspection -------------------------------------------------------------------------
+
+    def last_error(self) -> str:
+        """Text of the first error (``""`` when none)."""
+        return self._engine.error_text
+
+    def dropped_count(self, port: str) -> int:
+        """Packets dropped on edge ``port`` by lossy policies."""
+        edge = self._engine.edges.get(port)
+        if edge is None:
+            msg = f"no edge named `{port}`"
+            raise UnknownPortError(msg)
+        return edge.dropped
+
+    def _counter_add(self, name: str, delta: int) -> None:
+        with self._counters_lock:
+            self._counters[name] = self._counters.get(name, 0) + delta
+
+    def counter_value(self, name: str) -> int:
+        """Value of the named counter kernels add to with ``cc.counter_add`` (0 if unset)."""
+        with self._counters_lock:
+            return self._counters.get(name, 0)
+
+    def executor_names(self) -> list[str]:
+        """``["default", ...]`` in YAML order."""
+        return [ex.name for ex in self._plan.executors]
+
+    @property
+    def plan(self) -> GraphPlan:
+        """The checked plan the graph was built from."""
+        return self._plan

@@ -1,0 +1,270 @@
+"""Runtime state of ports, edges and nodes, and the readiness rules of the input policies.
+
+All of it is guarded by the engine's one lock; nothing here runs user code.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from .._timestamps import TS_DONE, TS_MAX, TS_MIN, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
+from .._timestamps import TS_ONE_OVER_POST_STREAM as _OOPS
+
+if TYPE_CHECKING:
+    from ..executors import Executor
+    from ..kernels import Kernel
+    from ..kernels._context import Context, NodeInfo
+    from ..packets import Packet
+    from ._io import Poller
+    from ._spec import NodeSpec
+
+Observer = Callable[["Packet"], object]
+
+SYNC: Final = 0
+IMMEDIATE: Final = 1
+FIXED_SIZE: Final = 2
+SYNC_SET: Final = 3
+BATCH: Final = 4
+POLICY_CODES: Final = {"sync": SYNC, "immediate": IMMEDIATE, "fixed_size": FIXED_SIZE, "sync_set": SYNC_SET,
+                       "batch": BATCH}
+
+
+def next_allowed(ts: int) -> int:
+    """Inlined copy of ``_timestamps.next_allowed`` for the hot path."""
+    if ts >= TS_MAX or ts == TS_PRE_STREAM:
+        return _OOPS
+    if ts < TS_MIN:
+        return TS_MIN
+    return ts + 1
+
+
+class InPort:
+    """One consumer input port: its own FIFO, its bound and its closed flag."""
+
+    __slots__ = ("bound", "capacity", "closed", "edge", "fixed", "index", "is_back", "name", "node", "overwritten",
+                 "peak", "queue")
+
+    def __init__(self, node: Node, index: int, name: str, is_back: bool) -> None:
+        self.node = node
+        self.index = index
+        self.name = name
+        self.is_back = is_back
+        self.queue: deque[Packet] = deque()
+        self.bound = TS_PRE_STREAM
+        self.closed = False
+        self.fixed = 0
+        """``fixed_size`` capacity (0 = lossless)."""
+        self.capacity = 0
+        """Lossless capacity from ``input_queues`` (0 = unlimited)."""
+        self.peak = 0
+        self.overwritten = 0
+        self.edge: Edge | None = None
+
+    def reset(self) -> None:
+        """Back to the state before ``start``."""
+        self.queue.clear()
+        self.bound = TS_PRE_STREAM
+        self.closed = False
+        self.peak = 0
+        self.overwritten = 0
+
+
+class Edge:
+    """An edge: one producer port, any number of consumer ports, pollers and observers."""
+
+    __slots__ = ("bound_observers", "bound_pollers", "closed", "consumers", "dropped", "is_graph_input",
+                 "last_sent", "name", "observers", "pollers", "producer", "published")
+
+    def __init__(self, name: str, producer: Node | None) -> None:
+        self.name = name
+        self.producer = producer
+        self.is_graph_input = producer is None
+        self.consumers: list[InPort] = []
+        self.pollers: list[Poller] = []
+        self.observers: list[Observer] = []
+        self.bound_pollers: list[Poller] = []
+        self.bound_observers: list[Observer] = []
+        self.closed = False
+        self.dropped = 0
+        self.last_sent = TS_UNSET
+        self.published = TS_UNSTARTED
+
+    def reset(self) -> None:
+        """Back to the state before ``start``."""
+        self.closed = False
+        self.dropped = 0
+        self.last_sent = TS_UNSET
+        self.published = TS_UNSTARTED
+
+
+class Node:
+    """A kernel instance plus its scheduling state."""
+
+    __slots__ = ("batch", "close_started", "closed", "contexts", "errors", "executor", "fast_port", "fwd",
+                 "in_flight", "index", "info", "inputs", "is_source", "kernel", "last_start", "max_in_flight",
+                 "next_flush", "on_error_skip", "opened", "out_edges", "packets_in", "packets_out", "pending",
+                 "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
+                 "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
+                 "side_required", "copies")
+
+    def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
+        self.index = index
+        self.spec = spec
+        self.kernel = kernel
+        self.info = info
+        self.executor = executor
+        self.is_source = spec.is_source
+        self.max_in_flight = max(1, spec.max_in_flight)
+        self.policy = POLICY_CODES[spec.input_policy.type]
+        self.batch = spec.input_policy.capacity if self.policy == BATCH else 0
+        self.on_error_skip = spec.on_error == "skip"
+        self.rate_period = 1.0 / spec.rate if spec.rate > 0 else 0.0
+        backs = set(spec.back_edges)
+        self.inputs = [InPort(self, i, p.name, p.name in backs) for i, p in enumerate(spec.input_ports)]
+        self.fwd = [p for p in self.inputs if not p.is_back]
+        self.backs = [p for p in self.inputs if p.is_back]
+        # Fast path: one forward port, no feedback, a single-packet policy.
+        self.fast_port = (
+            self.fwd[0] if len(self.fwd) == 1 and not self.backs and self.policy in (SYNC, IMMEDIATE, FIXED_SIZE)
+            else None
+        )
+        names = {p.name: p for p in self.fwd}
+        self.sets = [[names[n] for n in group] for group in spec.input_policy.sets] if self.policy == SYNC_SET else []
+        for p in self.fwd:
+            if self.policy == FIXED_SIZE:
+                p.fixed = spec.input_policy.capacity
+            else:
+                p.capacity = spec.input_queues.capacity_of(p.name)
+        self.out_edges: list[Edge] = []
+        self.in_types: list[int] = []
+        self.out_types: list[int] = []
+        self.typed_inputs = False
+        self.typed_outputs = False
+        self.side_required: list[str] = []
+        self.contexts: list[Context] = []
+        self.pending: dict[int, tuple[Context, BaseException | None]] = {}
+        self.opened = False
+        self.reset()
+
+    def reset(self) -> None:
+        """Back to the state before ``start`` (kernel instance and ``opened`` are kept)."""
+        self.close_started = False
+        self.closed = False
+        self.in_flight = 0
+        self.seq = 0
+        self.next_flush = 0
+        self.pending.clear()
+        self.source_done = False
+        self.waiting = False
+        self.wake_gen = getattr(self, "wake_gen", 0) + 1
+        self.last_start = 0.0
+        self.processed = 0
+        self.errors = 0
+        self.packets_in = 0
+        self.packets_out = 0
+        self.skip_warned = 0
+        self.copies = 0
+        for p in self.inputs:
+            p.reset()
+
+    @property
+    def name(self) -> str:
+        """The node's name."""
+        return self.info.name
+
+    def queued(self) -> int:
+        """Packets waiting in this node's input queues."""
+        return sum(len(p.queue) for p in self.inputs)
+
+    def may_close(self) -> bool:
+        """All forward inputs closed and drained (or, for a source, ``source_done``)."""
+        if self.is_source:
+            return self.source_done
+        return all(p.closed and not p.queue for p in self.fwd)
+
+
+def ready_ts(node: Node) -> int | None:
+    """The timestamp the node would process next under its policy, or ``None``."""
+    policy = node.policy
+    if policy == IMMEDIATE:
+        best: int | None = None
+        for p in node.fwd:
+            if p.queue:
+                t = p.queue[0]._ts
+                if best is None or t < best:
+                    best = t
+        return best
+    if policy == SYNC_SET:
+        chosen: int | None = None
+        for group in node.sets:
+            t = _sync_ts(group)
+            if t is not None and (chosen is None or t < chosen):
+                chosen = t
+        return chosen
+    return _sync_ts(node.fwd)
+
+
+def _sync_ts(ports: list[InPort]) -> int | None:
+    """lm-flow's ``sync`` rule: the smallest front ts, if no empty port may still undercut it."""
+    min_packet: int | None = None
+    min_bound = TS_DONE
+    for p in ports:
+        q = p.queue
+        if q:
+            t = q[0]._ts
+            if min_packet is None or t < min_packet:
+                min_packet = t
+        elif p.bound < min_bound:
+            min_bound = p.bound
+    if min_packet is None or min_bound <= min_packet:
+        return None
+    return min_packet
+
+
+def sync_set_group(node: Node, ts: int) -> list[InPort]:
+    """The first group (declaration order) that is ready at ``ts``."""
+    for group in node.sets:
+        if _sync_ts(group) == ts:
+            return group
+    return node.fwd  # unreachable when ``ts`` came from ``ready_ts``
+
+
+def batch_plan(node: Node) -> tuple[list[int], int] | None:
+    """Under ``batch``: how many packets each forward port contributes, and the last ts.
+
+    Simulates up to N ``sync`` rounds over the queue fronts; fires with N rounds, or with
+    fewer only when every forward input is closed (flushing the remainder).
+    """
+    ports = node.fwd
+    n = node.batch
+    cursors = [0] * len(ports)
+    rounds = 0
+    last: int = TS_UNSET
+    while rounds < n:
+        min_packet: int | None = None
+        min_bound = TS_DONE
+        for i, p in enumerate(ports):
+            q = p.queue
+            c = cursors[i]
+            if c < len(q):
+                t = q[c]._ts
+                if min_packet is None or t < min_packet:
+                    min_packet = t
+            elif p.bound < min_bound:
+                min_bound = p.bound
+        if min_packet is None or min_bound <= min_packet:
+            break
+        found: int = min_packet
+        for i, p in enumerate(ports):
+            c = cursors[i]
+            if c < len(p.queue) and p.queue[c]._ts == found:
+                cursors[i] = c + 1
+        last = found
+        rounds += 1
+    if rounds == 0:
+        return None
+    if rounds < n and not all(p.closed for p in ports):
+        return None
+    return cursors, last

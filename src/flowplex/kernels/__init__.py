@@ -1,0 +1,13 @@
+"""Kernels: the ``Kernel`` base class, the registry, contracts, contexts and the runner."""
+
+from ._context import CloseReason as CloseReason
+from ._context import Context as Context
+from ._contract import Contract as Contract
+from ._registry import Kernel as Kernel
+from ._registry import kernel as kernel
+from ._registry import kernel_class as kernel_class
+from ._registry import registered_kernels as registered_kernels
+from ._runner import KernelRunner as KernelRunner
+
+__all__ = ["CloseReason", "Context", "Contract", "Kernel", "KernelRunner", "kernel", "kernel_class",
+           "registered_kernels"]

@@ -1,0 +1,389 @@
+"""``Context``: what a kernel sees during ``open``, ``process`` and ``close``.
+
+One context object serves one invocation at a time (a node has ``max_in_flight`` of them). The
+kernel reads borrowed inputs, stages outputs with ``emit``/``forward``, and the engine flushes
+the staging after the callback returns. Method names are lm-flow's, kept verbatim.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, final
+
+from .._timestamps import TS_POST_STREAM, TS_UNSET
+from .._types import OptionValue
+from ..errors import UsageError
+from ..packets import Packet, clone_owned, new_buffer, to_packet
+from . import _options as opt
+from ._ports import PortTable
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+__all__ = ["CloseReason", "Context", "NodeInfo"]
+
+PHASE_OPEN: Final = 0
+PHASE_PROCESS: Final = 1
+PHASE_CLOSE: Final = 2
+
+
+class CloseReason:
+    """Why ``close`` runs (``Context.close_reason``); lm-flow's values."""
+
+    NORMAL: Final = 0
+    ERROR: Final = 1
+    CANCELLED: Final = 2
+
+
+def _no_counter(name: str, delta: int) -> None:
+    return None
+
+
+def _no_log(level: int, message: str) -> None:
+    return None
+
+
+@dataclass(slots=True)
+class NodeInfo:
+    """What a context needs to know about its node; shared by all its contexts."""
+
+    name: str
+    kernel_name: str
+    inputs: PortTable
+    outputs: PortTable
+    options: OptionValue = None
+    side_packets: dict[str, Packet] = field(default_factory=dict)
+    is_source: bool = False
+    counter_add: Callable[[str, int], None] = _no_counter
+    log: Callable[[int, str], None] = _no_log
+
+
+@final
+class Context:
+    """The per-invocation view a kernel works through (lm-flow's ``Context``)."""
+
+    __slots__ = (
+        "_batch",
+        "_bounds",
+        "_done",
+        "_error_text",
+        "_in",
+        "_info",
+        "_owner",
+        "_out",
+        "_phase",
+        "_source_done",
+        "_ts",
+        "_yield",
+        "close_reason",
+        "seq",
+    )
+
+    def __init__(self, info: NodeInfo) -> None:
+        self._info = info
+        self._owner: object = None
+        """The engine's node (or the runner) this context belongs to."""
+        self._in: list[Packet | None] = [None] * len(info.inputs)
+        self._out: list[list[Packet]] = [[] for _ in range(len(info.outputs))]
+        self._batch: list[list[Packet]] | None = None
+        self._done: list[bool] | None = None
+        self._bounds: dict[int, int] | None = None
+        self._ts = TS_UNSET
+        self._phase = PHASE_PROCESS
+        self._source_done = False
+        self._yield: float | None = None
+        self._error_text: str | None = None
+        self.close_reason = CloseReason.NORMAL
+        self.seq = 0
+
+    # -- identity -------------------------------------------------------------------------
+
+    @property
+    def num_inputs(self) -> int:
+        """Number of input ports."""
+        return len(self._in)
+
+    @property
+    def num_outputs(self) -> int:
+        """Number of output ports."""
+        return len(self._out)
+
+    @property
+    def node_name(self) -> str:
+        """The node's (expanded) name, e.g. ``prep/cast``."""
+        return self._info.name
+
+    @property
+    def kernel_name(self) -> str:
+        """The registered kernel name."""
+        return self._info.kernel_name
+
+    @property
+    def input_timestamp(self) -> int:
+        """The invocation's timestamp: aligned input ts, source sequence, UNSTARTED or DONE."""
+        return self._ts
+
+    def input_id(self, tag: str, index: int = 0) -> int:
+        """Flat input index of ``(tag, index)``, or ``INVALID_ID``."""
+        return self._info.inputs.id(tag, index)
+
+    def output_id(self, tag: str, index: int = 0) -> int:
+        """Flat output index of ``(tag, index)``, or ``INVALID_ID``."""
+        return self._info.outputs.id(tag, index)
+
+    def input_index(self, name: str) -> int:
+        """Flat input index of the port bound to edge ``name``, or ``INVALID_ID``."""
+        return self._info.inputs.index(name)
+
+    def output_index(self, name: str) -> int:
+        """Flat output index of the port bound to edge ``name``, or ``INVALID_ID``."""
+        return self._info.outputs.index(name)
+
+    def input_name(self, index: int) -> str:
+        """Edge name of input ``index``; ``""`` when out of range."""
+        return self._info.inputs.name(index)
+
+    def output_name(self, index: int) -> str:
+        """Edge name of output ``index``; ``""`` when out of range."""
+        return self._info.outputs.name(index)
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    def input(self, index: int) -> Packet:
+        """The borrowed packet on input ``index`` (an empty packet when none was delivered).
+
+        Do not keep it after the callback; use ``take_input`` to own (and mutate) it.
+        """
+        if 0 <= index < len(self._in):
+            p = self._in[index]
+            if p is not None:
+                return p
+        return Packet()
+
+    def input_is_empty(self, index: int) -> bool:
+        """Whether no packet was delivered on input ``index`` this invocation."""
+        return not (0 <= index < len(self._in)) or self._in[index] is None
+
+    def input_is_done(self, index: int) -> bool:
+        """Whether input ``index`` was closed and drained when this invocation was claimed."""
+        done = self._done
+        return done is not None and 0 <= index < len(done) and done[index]
+
+    def input_count(self, index: int) -> int:
+        """Packets on input ``index``: 0 or 1, or the batch size under the ``batch`` policy."""
+        if self._batch is not None:
+            return len(self._batch[index]) if 0 <= index < len(self._batch) else 0
+        return 0 if self.input_is_empty(index) else 1
+
+    def input_at(self, index: int, k: int) -> Packet:
+        """The k-th packet of input ``index`` (k = 0 only, outside the ``batch`` policy)."""
+        if self._batch is not None:
+            if 0 <= index < len(self._batch) and 0 <= k < len(self._batch[index]):
+                return self._batch[index][k]
+            return Packet()
+        return self.input(index) if k == 0 else Packet()
+
+    def take_input(self, index: int) -> Packet:
+        """Move the packet out of input ``index``: the caller owns it (a second take is empty).
+
+        Owning is what allows ``packet.make_mutable()`` to write in place when nobody else
+        holds the payload.
+        """
+        if not 0 <= index < len(self._in):
+            return Packet()
+        p = self._in[index]
+        if p is None:
+            return Packet()
+        self._in[index] = None
+        if self._batch is not None and self._batch[index]:
+            self._batch[index].pop(0)
+        return clone_owned(p)
+
+    # -- outputs --------------------------------------------------------------------------
+
+    def emit(self, index: int, value: object, ts: int | None = None) -> None:
+        """Stage ``value`` on output ``index``.
+
+        ``value`` is a ``Packet`` or an int/float/bool/str/bytes/ndarray. With no ``ts`` the
+        packet keeps its own timestamp; an unset one becomes the invocation's timestamp (in
+        ``close``: ``TS_POST_STREAM``, not lm-flow's ``TS_DONE`` which no port can accept).
+        """
+        out = self._out
+        if not 0 <= index < len(out):
+            msg = f"emit: output port index {index} is out of range (num_outputs={len(out)})"
+            raise UsageError(msg)
+        if type(value) is Packet and not value._owned:
+            value = clone_owned(value)  # never retime a handle other consumers share
+        p = to_packet(value, ts)
+        if p._ts == TS_UNSET:
+            p._ts = TS_POST_STREAM if self._phase == PHASE_CLOSE else self._ts
+        p._owned = False
+        out[index].append(p)
+
+    def forward(self, in_index: int, out_index: int) -> None:
+        """Stage input ``in_index`` on output ``out_index`` by reference (zero-copy)."""
+        out = self._out
+        if not 0 <= out_index < len(out):
+            msg = f"forward: output port index {out_index} is out of range (num_outputs={len(out)})"
+            raise UsageError(msg)
+        p = self._in[in_index] if 0 <= in_index < len(self._in) else None
+        if p is None:
+            msg = f"forward: input port {in_index} has no packet in this invocation"
+            raise UsageError(msg)
+        out[out_index].append(p)
+
+    def set_next_timestamp_bound(self, out_index: int, ts: int) -> None:
+        """Promise that output ``out_index`` gets nothing earlier than ``ts`` (when it emits
+        nothing in this invocation); lets downstream alignment proceed."""
+        if not 0 <= out_index < len(self._out):
+            msg = f"set_next_timestamp_bound: output port index {out_index} is out of range"
+            raise UsageError(msg)
+        if self._bounds is None:
+            self._bounds = {}
+        self._bounds[out_index] = ts
+
+    def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
+        """A zero-filled engine buffer and a writable view of it, to fill then emit."""
+        return new_buffer(shape, dtype)
+
+    # -- options ----------------------------------------------------------------------------
+
+    def has_option(self, key: str) -> bool:
+        """Whether dot path ``key`` exists in the node's options."""
+        return not opt.is_missing(opt.lookup(self._info.options, key))
+
+    def option_int(self, key: str, default: int = 0) -> int:
+        """Integer option (default on missing key or type mismatch)."""
+        v = opt.as_int(opt.lookup(self._info.options, key))
+        return default if v is None else v
+
+    def option_float(self, key: str, default: float = 0.0) -> float:
+        """Float option; ints are accepted (default on missing key or type mismatch)."""
+        v = opt.as_float(opt.lookup(self._info.options, key))
+        return default if v is None else v
+
+    def option_bool(self, key: str, default: bool = False) -> bool:
+        """Bool option (default on missing key or type mismatch)."""
+        v = opt.as_bool(opt.lookup(self._info.options, key))
+        return default if v is None else v
+
+    def option_str(self, key: str, default: str = "") -> str:
+        """String option (default on missing key or type mismatch)."""
+        v = opt.as_str(opt.lookup(self._info.options, key))
+        return default if v is None else v
+
+    def option_int_array(self, key: str) -> list[int]:
+        """List-of-ints option (``[]`` when missing)."""
+        return opt.int_array(opt.lookup(self._info.options, key))
+
+    def option_float_array(self, key: str) -> list[float]:
+        """List-of-floats option (``[]`` when missing)."""
+        return opt.float_array(opt.lookup(self._info.options, key))
+
+    def option_str_array(self, key: str) -> list[str]:
+        """List-of-strings option (``[]`` when missing)."""
+        return opt.str_array(opt.lookup(self._info.options, key))
+
+    def option_count(self, key: str) -> int:
+        """Length of a list option (0 when missing or not a list)."""
+        v = opt.lookup(self._info.options, key)
+        return len(v) if isinstance(v, list) else 0
+
+    def options_json(self) -> str:
+        """The whole options subtree as JSON (``"{}"`` when there are none)."""
+        return opt.to_json(self._info.options)
+
+    def _require(self, key: str, value: object | None) -> object:
+        if value is None:
+            msg = f"node `{self._info.name}`: required parameter options.{key} is missing or type mismatch"
+            raise ValueError(msg)
+        return value
+
+    def require_option_int(self, key: str) -> int:
+        """Integer option that must be present (``ValueError`` otherwise)."""
+        v = opt.as_int(opt.lookup(self._info.options, key))
+        self._require(key, v)
+        return v  # type: ignore[return-value]
+
+    def require_option_float(self, key: str) -> float:
+        """Float option that must be present (``ValueError`` otherwise)."""
+        v = opt.as_float(opt.lookup(self._info.options, key))
+        self._require(key, v)
+        return v  # type: ignore[return-value]
+
+    def require_option_bool(self, key: str) -> bool:
+        """Bool option that must be present (``ValueError`` otherwise)."""
+        v = opt.as_bool(opt.lookup(self._info.options, key))
+        self._require(key, v)
+        return v  # type: ignore[return-value]
+
+    def require_option_str(self, key: str) -> str:
+        """String option that must be present (``ValueError`` otherwise)."""
+        v = opt.as_str(opt.lookup(self._info.options, key))
+        self._require(key, v)
+        return v  # type: ignore[return-value]
+
+    # -- side packets, logging, counters --------------------------------------------------
+
+    def has_side_packet(self, name: str) -> bool:
+        """Whether the host set side packet ``name``."""
+        return name in self._info.side_packets
+
+    def side_packet(self, name: str) -> Packet:
+        """The borrowed side packet ``name`` (an empty packet when absent)."""
+        p = self._info.side_packets.get(name)
+        return p if p is not None else Packet()
+
+    def log(self, level: int, msg: str) -> None:
+        """Send ``msg`` to the log callback, prefixed with ``[node-name]``."""
+        self._info.log(int(level), f"[{self._info.name}] {msg}")
+
+    def set_error(self, msg: str) -> None:
+        """Text used for the failure if this callback then raises without a message."""
+        self._error_text = str(msg)
+
+    def counter_add(self, name: str, delta: int = 1) -> None:
+        """Add ``delta`` to the graph-wide named counter ``name``."""
+        self._info.counter_add(name, int(delta))
+
+    # -- sources ------------------------------------------------------------------------------
+
+    def source_done(self) -> None:
+        """(Sources) After this invocation, never call ``process`` again; the node closes."""
+        self._source_done = True
+
+    def source_yield(self, delay_seconds: float = 0.0) -> None:
+        """(Sources) Nothing to produce now: call ``process`` again after ``delay_seconds``.
+
+        No worker thread waits meanwhile. Raises ``ValueError`` for a negative or non-finite
+        delay; a non-source node calling it fails its invocation.
+        """
+        if not self._info.is_source:
+            msg = "source_yield is only valid for source nodes"
+            raise UsageError(msg)
+        try:
+            delay = float(delay_seconds)
+        except (TypeError, ValueError):
+            msg = f"source_yield: delay must be a number of seconds, got {delay_seconds!r}"
+            raise ValueError(msg) from None
+        if not math.isfinite(delay) or delay < 0 or delay > 1e9:
+            msg = f"source_yield: delay must be finite and >= 0 seconds, got {delay_seconds!r}"
+            raise ValueError(msg)
+        self._yield = delay if self._yield is None else max(self._yield, delay)
+
+    # -- engine side --------------------------------------------------------------------------
+
+    def _reset_for(self, ts: int, phase: int) -> None:
+        """Prepare the context for a new callback (the engine fills inputs after this)."""
+        self._ts = ts
+        self._phase = phase
+        self._bounds = None
+        self._source_done = False
+        self._yield = None
+        self._error_text = None
+        self._batch = None
+        self._done = None
+

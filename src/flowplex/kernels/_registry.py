@@ -1,0 +1,112 @@
+"""The ``Kernel`` base class and the process-wide kernel registry.
+
+Kernels are declared, not discovered: ``@kernel("Name")`` registers a ``Kernel`` subclass at
+decoration time, and a graph that names the kernel instantiates it once per node.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from ..errors import UnknownKernelError
+
+if TYPE_CHECKING:
+    from ._context import Context
+    from ._contract import Contract
+
+__all__ = ["Kernel", "kernel", "kernel_class", "registered_kernels"]
+
+K = TypeVar("K", bound="type[Kernel]")
+
+
+class Kernel:
+    """Base class of user kernels.
+
+    Lifecycle, per node: ``get_contract`` (optional static method, called on the class at graph
+    build) → ``open(cc)`` once at ``Graph.start()`` on the thread that calls ``start`` →
+    ``process(cc)`` once per claimed invocation on the node's executor → ``close(cc)`` once when
+    the node's inputs are all closed and drained (or the graph failed or was cancelled; check
+    ``cc.close_reason``). ``open``, ``process`` and ``close`` may emit; nothing is delivered
+    until the callback returns, and a callback that raises has its output discarded.
+
+    ``process`` must be re-entrant when the node sets ``max_in_flight > 1``.
+    """
+
+    language: str = "Python"
+    """Shown in DOT labels (``Name · Python``)."""
+
+    # get_contract is optional and looked up on the class: define it as a @staticmethod
+    # ``def get_contract(c: Contract) -> None`` (lm-flow's convention).
+    get_contract: Callable[[Contract], None] | None = None
+
+    def open(self, cc: Context) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Called once before the first ``process``; may read options and side packets."""
+
+    def process(self, cc: Context) -> None:
+        """Called once per invocation with the claimed inputs; override this."""
+        msg = f"{type(self).__name__}.process is not implemented"
+        raise NotImplementedError(msg)
+
+    def close(self, cc: Context) -> None:  # noqa: B027 - optional hook, no-op by default
+        """Called once at the end; may emit a summary (stamp it explicitly)."""
+
+
+_lock: Final = threading.Lock()
+_registry: dict[str, type[Kernel]] = {}
+
+
+def kernel(name: str) -> Callable[[K], K]:
+    """Class decorator that registers a ``Kernel`` subclass under ``name``.
+
+    Registering the same class twice is a no-op; another class under a taken name is a
+    ``ValueError`` (lm-flow's rule).
+
+    >>> import flowplex
+    >>> @flowplex.kernel("DocDouble")
+    ... class DocDouble(flowplex.Kernel):
+    ...     def process(self, cc):
+    ...         cc.emit(0, cc.input(0).as_int() * 2)
+    """
+    if not isinstance(name, str) or not name:
+        msg = "kernel name must be a non-empty string"
+        raise ValueError(msg)
+
+    def register(cls: K) -> K:
+        if not (isinstance(cls, type) and issubclass(cls, Kernel)):
+            msg = f"@kernel({name!r}) must decorate a subclass of flowplex.Kernel, got {cls!r}"
+            raise TypeError(msg)
+        with _lock:
+            existing = _registry.get(name)
+            if existing is not None and existing is not cls:
+                msg = (
+                    f"kernel `{name}` already registered (by {existing.__module__}."
+                    f"{existing.__qualname__}); choose another name"
+                )
+                raise ValueError(msg)
+            _registry[name] = cls
+        return cls
+
+    return register
+
+
+def registered_kernels() -> list[str]:
+    """Sorted names of every registered kernel."""
+    with _lock:
+        return sorted(_registry)
+
+
+def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
+    """The class registered under ``name``; ``UnknownKernelError`` (a ``KeyError``) otherwise."""
+    with _lock:
+        cls = _registry.get(name)
+        names = sorted(_registry)
+    if cls is not None:
+        return cls
+    from ..config._suggest import suggest  # lazy: config is not needed on the hot path
+
+    hint = suggest(name, names)
+    did_you_mean = f"; did you mean `{hint}`?" if hint else ""
+    msg = f"{where}: kernel `{name}` not registered{did_you_mean}. registered: [{', '.join(names)}]"
+    raise UnknownKernelError(msg)

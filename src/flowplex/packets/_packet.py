@@ -1,0 +1,743 @@
+"""The ``Packet`` handle, its factories, value conversion and the engine's fast helpers.
+
+A packet handle is a small ``__slots__`` object: a payload (shared between handles), a type id,
+its own timestamp, a metadata map (shared, replaced on write) and an *owned* flag. The engine
+creates handles with :func:`_new`, shares one handle among all consumers of a fan-out and marks
+it borrowed; ``take_input`` gives the kernel an owned :func:`clone_owned` handle.
+"""
+
+from __future__ import annotations
+
+import copy as _copy
+import json
+import operator
+import sys
+from collections.abc import Sequence
+from typing import Final, NoReturn, SupportsFloat, SupportsIndex, TypeAlias, final
+
+import numpy as np
+import numpy.typing as npt
+
+from .._timestamps import TS_UNSET, ts_name
+from .._types import MetadataValue
+from ..errors import UsageError
+from ._buffers import (
+    ADOPTED_ARRAY_REFS_EXCLUSIVE,
+    OWNED_ARRAY_REFS_EXCLUSIVE,
+    Array,
+    DType,
+    _Buffer,
+    array_refs,
+    check_array,
+    count_copy,
+    host_array,
+    is_dlpack,
+    numpy_dtype,
+    parse_dtype,
+    unadopt_exclusive,
+    wrap_adopted,
+    wrap_dlpack,
+    wrap_owned,
+)
+from ._typeids import type_name
+
+__all__ = ["Packet", "clone_owned", "new_buffer", "to_packet"]
+
+# Type ids as plain ints for fast comparisons. An empty packet has type id 0 and payload None.
+_NONE: Final = 0
+_BYTES: Final = 1
+_I64: Final = 2
+_F64: Final = 3
+_BOOL: Final = 4
+_STR: Final = 5
+_BUFFER: Final = 6
+
+_I64_MIN: Final = -(2**63)
+_I64_MAX: Final = 2**63 - 1
+
+MetadataInput: TypeAlias = MetadataValue | np.bool_ | np.integer | np.floating
+"""What ``set_metadata`` accepts: numpy scalars are stored as the matching Python type."""
+
+_READERS: Final = {
+    _BYTES: "as_bytes()",
+    _I64: "as_int()",
+    _F64: "as_float()",
+    _BOOL: "as_bool()",
+    _STR: "as_str()",
+}
+
+
+@final
+class Packet:
+    """A timestamped value travelling through a graph: empty, a scalar, bytes, a string or a buffer.
+
+    Payloads are immutable once shared: readers never copy, and ``make_mutable`` copies a buffer
+    only when another handle (or the host) still references it. ``Packet()`` is an empty packet,
+    which carries only a timestamp. The attribute names follow lm-flow's ``lmflow.Packet``.
+
+    >>> p = Packet.from_int(5, ts=3)
+    >>> p
+    Packet{type=I64(5), ts=3}
+    >>> p.as_int(), p.as_float(), p.type_name
+    (5, None, 'I64')
+    >>> Packet()
+    Packet{type=Empty, ts=Unset}
+    """
+
+    # Engine code reads and writes these slots directly (``_value is None`` means empty).
+    __slots__ = ("_meta", "_owned", "_tid", "_ts", "_value", "_writable")
+
+    _value: object
+    """The payload: an exact int/float/bool/str/bytes, a ``_Buffer`` holder, or None when empty."""
+    _tid: int
+    """The type id (:class:`TypeId`); 0 for an empty packet."""
+    _ts: int
+    """The timestamp; engine code reads and writes it directly."""
+    _meta: dict[str, MetadataValue] | None
+    """The metadata map, shared between clones and never mutated: setters install a new dict."""
+    _owned: bool
+    """False while the engine holds this handle (and may share it); mutators then raise."""
+    _writable: Array | None
+    """The writable view this handle handed out (``make_mutable``, ``new_buffer``), else None."""
+
+    def __init__(self) -> None:
+        self._value = None
+        self._tid = _NONE
+        self._ts = TS_UNSET
+        self._meta = None
+        self._owned = True
+        self._writable = None
+
+    # --- properties ------------------------------------------------------------------------------
+
+    @property
+    def timestamp(self) -> int:
+        """The packet's timestamp (``TS_UNSET`` by default). Owned packets only may set it."""
+        return self._ts
+
+    @timestamp.setter
+    def timestamp(self, ts: int) -> None:
+        if not self._owned:
+            _raise_borrowed("setting timestamp")
+        self._ts = _check_ts(ts)
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether the packet has no payload (only a timestamp)."""
+        return self._value is None
+
+    @property
+    def type_id(self) -> int:
+        """The payload's type id (:class:`TypeId` values); 0 for an empty packet."""
+        return self._tid
+
+    @property
+    def type_name(self) -> str:
+        """The display name of ``type_id`` (``"I64"``, ``"Buffer"``...)."""
+        return type_name(self.type_id)
+
+    @property
+    def device(self) -> str | None:
+        """Where a buffer's memory lives (``"cpu"``, ``"cuda:0"``...); None for other packets."""
+        if self._tid != _BUFFER:
+            return None
+        h: _Buffer = self._value  # type: ignore[assignment]
+        return h.device
+
+    @property
+    def payload(self) -> object:
+        """The payload as a Python object, without copying.
+
+        Scalars, strings and bytes are returned as is, a numpy buffer as a read-only view (as
+        :meth:`as_numpy`), a DLPack buffer as the original object (a CuPy array, a torch tensor...),
+        and an empty packet as None.
+        """
+        if self._tid != _BUFFER:
+            return self._value
+        h: _Buffer = self._value  # type: ignore[assignment]
+        return h.obj if h.obj is not None else self.as_numpy()
+
+    # --- readers: exact type match or None, never a conversion --------------------------------
+
+    def as_int(self) -> int | None:
+        """The value of an I64 packet; None for any other packet (a Bool packet too)."""
+        return self._value if self._tid == _I64 else None  # type: ignore[return-value]
+
+    def as_float(self) -> float | None:
+        """The value of an F64 packet; None for any other packet (an I64 packet too)."""
+        return self._value if self._tid == _F64 else None  # type: ignore[return-value]
+
+    def as_bool(self) -> bool | None:
+        """The value of a Bool packet; None for any other packet."""
+        return self._value if self._tid == _BOOL else None  # type: ignore[return-value]
+
+    def as_str(self) -> str | None:
+        """The value of a Str packet; None for any other packet."""
+        return self._value if self._tid == _STR else None  # type: ignore[return-value]
+
+    def as_bytes(self) -> bytes | None:
+        """The value of a Bytes packet; None for any other packet."""
+        return self._value if self._tid == _BYTES else None  # type: ignore[return-value]
+
+    def as_numpy(self) -> Array:
+        """A read-only view of a buffer packet's data, without copying.
+
+        The view stays valid as long as you keep it (it keeps the memory alive). A CPU DLPack
+        buffer is exposed through ``np.from_dlpack`` on first use.
+
+        Raises:
+            ValueError: The packet is not a buffer, or its memory is not on the CPU.
+        """
+        if self._tid != _BUFFER:
+            _raise_not_buffer("as_numpy", self)
+        view = host_array(self._value, "as_numpy").view()  # type: ignore[arg-type]
+        view.setflags(write=False)
+        return view
+
+    # --- copy-on-write ---------------------------------------------------------------------------
+
+    def make_mutable(self) -> Array:
+        """A writable array of this buffer packet's data, copying only if the data is shared.
+
+        Writes in place (returning the same memory, with its strides) when the payload is
+        exclusively held: no other handle shares it, nothing else references the array (a host
+        variable, a view, a kernel that kept an earlier writable array), and an adopted array owns
+        its memory and was writeable. Otherwise makes one contiguous copy, points this handle at it
+        (other handles keep the original, untouched) and counts the copy in :func:`cow_stats`.
+        Calling it again on the same handle returns the same array. Do not write to it after
+        sending or emitting the packet.
+
+        Raises:
+            UsageError: The packet is borrowed: take it with ``ctx.take_input(i)`` first.
+            ValueError: The packet is not a buffer, or lives on a device flowplex cannot copy.
+        """
+        h: _Buffer = self._value  # type: ignore[assignment]  # the local _HOLDER_REFS_EXCLUSIVE counts
+        if self._tid != _BUFFER:
+            _raise_not_buffer("make_mutable", self)
+        if not self._owned:
+            _raise_borrowed("make_mutable")
+        if _holder_refs(h) == _HOLDER_REFS_EXCLUSIVE:
+            mine = self._writable
+            if mine is not None:
+                # Exclusivity was proven when this view was made; every reference to the memory
+                # made since then descends from this handle, i.e. from its owner.
+                return mine
+            if h.mutable:
+                if array_refs(h) == OWNED_ARRAY_REFS_EXCLUSIVE:
+                    mine = self._writable = h.array.view()  # type: ignore[union-attr]
+                    return mine
+            elif (
+                h.key is not None
+                and array_refs(h) == ADOPTED_ARRAY_REFS_EXCLUSIVE
+                and h.array.base is None  # type: ignore[union-attr]  # a view: someone else's memory
+                and unadopt_exclusive(h)
+            ):
+                mine = self._writable = h.array.view()  # type: ignore[union-attr]
+                return mine
+        src = host_array(h, "make_mutable")
+        copied = np.array(src, copy=True, order="C")
+        count_copy(copied.nbytes)
+        self._value = wrap_owned(copied, h.code)
+        mine = self._writable = copied.view()
+        return mine
+
+    # --- metadata ---------------------------------------------------------------------------------
+
+    def set_metadata(self, key: str, value: MetadataInput) -> None:
+        """Set a metadata entry (a bool, an int64, a float or a str), without copying the payload.
+
+        Raises:
+            UsageError: The packet is borrowed or empty, the key is empty, or an int does not fit
+                64 bits.
+            TypeError: The key is not a str or the value is of another type.
+        """
+        if not self._owned:
+            _raise_borrowed("set_metadata")
+        if self._value is None:
+            msg = "set_metadata: an empty packet has no body to carry metadata"
+            raise UsageError(msg)
+        _check_key(key)
+        stored = _metadata_value(key, value)
+        meta = self._meta
+        self._meta = {key: stored} if meta is None else {**meta, key: stored}  # others keep the old map
+
+    def metadata(self, key: str) -> MetadataValue | None:
+        """The value stored under ``key``, or None."""
+        meta = self._meta
+        return meta.get(key) if meta is not None else None
+
+    def has_metadata(self, key: str) -> bool:
+        """Whether ``key`` is set."""
+        meta = self._meta
+        return meta is not None and key in meta
+
+    def remove_metadata(self, key: str) -> bool:
+        """Remove ``key``; returns whether it was set.
+
+        Raises:
+            UsageError: The packet is borrowed.
+        """
+        if not self._owned:
+            _raise_borrowed("remove_metadata")
+        meta = self._meta
+        if meta is None or key not in meta:
+            return False
+        new = dict(meta)
+        del new[key]
+        self._meta = new or None
+        return True
+
+    def metadata_keys(self) -> list[str]:
+        """The metadata keys in lexicographic order."""
+        meta = self._meta
+        return sorted(meta) if meta is not None else []
+
+    # --- factories (static, as in lm-flow) --------------------------------------------------------
+
+    @staticmethod
+    def from_int(value: SupportsIndex, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """An I64 packet. ``value`` may be any integer (numpy ones too) that fits 64 bits."""
+        try:
+            number = operator.index(value)
+        except TypeError:
+            msg = f"from_int: expected an int, got {type(value).__name__}"
+            raise TypeError(msg) from None
+        return _new(_check_i64(number, "from_int"), _I64, _check_ts(ts))
+
+    @staticmethod
+    def from_float(value: SupportsFloat, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """An F64 packet; integers are converted."""
+        if not isinstance(value, (float, int, np.floating, np.integer)):
+            msg = f"from_float: expected a float, got {type(value).__name__}"
+            raise TypeError(msg)
+        return _new(float(value), _F64, _check_ts(ts))
+
+    @staticmethod
+    def from_bool(value: bool | np.bool_, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """A Bool packet; only ``bool`` and ``numpy.bool_`` are accepted (1 is not a bool)."""
+        if not isinstance(value, (bool, np.bool_)):
+            msg = f"from_bool: expected a bool, got {type(value).__name__}"
+            raise TypeError(msg)
+        return _new(bool(value), _BOOL, _check_ts(ts))
+
+    @staticmethod
+    def from_str(value: str, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """A Str packet."""
+        if not isinstance(value, str):
+            msg = f"from_str: expected a str, got {type(value).__name__}"
+            raise TypeError(msg)
+        return _new(str.__str__(value), _STR, _check_ts(ts))
+
+    @staticmethod
+    def from_bytes(value: bytes | bytearray | memoryview, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """A Bytes packet. ``bytearray`` and ``memoryview`` are copied, since they can change."""
+        if not isinstance(value, (bytes, bytearray, memoryview)):
+            msg = f"from_bytes: expected bytes, got {type(value).__name__}"
+            raise TypeError(msg)
+        return _new(bytes(value), _BYTES, _check_ts(ts))
+
+    @staticmethod
+    def from_numpy(array: Array, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """A buffer packet that adopts ``array`` without copying.
+
+        The array keeps its address and strides (transposed, sliced and negative-stride views
+        too). It is read-only while any packet references it, and gets its original writeability
+        back when the last one is released, on whichever thread that happens.
+
+        Raises:
+            ValueError: The dtype or the number of dimensions is unsupported.
+            TypeError: ``array`` is not a numpy array.
+
+        >>> import numpy as np
+        >>> a = np.zeros((2, 3), np.uint8)
+        >>> p = Packet.from_numpy(a, ts=7)
+        >>> print(p)
+        Packet{type=Buffer[2x3] dtype=U8 external, ts=7}
+        >>> a.flags.writeable
+        False
+        >>> del p
+        >>> a.flags.writeable
+        True
+        """
+        if not isinstance(array, np.ndarray):
+            msg = f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}"
+            raise TypeError(msg)
+        ts = _check_ts(ts)
+        return _new(wrap_adopted(array, check_array(array)), _BUFFER, ts)
+
+    @staticmethod
+    def from_dlpack(obj: object, ts: SupportsIndex = TS_UNSET) -> Packet:
+        """A buffer packet that references a DLPack array (CuPy, PyTorch, JAX) on any device.
+
+        The object travels by reference: flowplex never copies it and never calls its
+        ``__dlpack__`` unless you ask for ``as_numpy()`` on a CPU array. ``payload`` returns it.
+        A numpy array is adopted as by :meth:`from_numpy`.
+
+        Raises:
+            ValueError: Its dtype (read from ``obj.dtype``) or shape is unsupported.
+            TypeError: ``obj`` does not export ``__dlpack__`` and ``__dlpack_device__``.
+        """
+        if isinstance(obj, np.ndarray):
+            return Packet.from_numpy(obj, ts)
+        if not is_dlpack(obj):
+            msg = f"from_dlpack: {type(obj).__name__} does not export __dlpack__ and __dlpack_device__"
+            raise TypeError(msg)
+        ts = _check_ts(ts)
+        return _new(wrap_dlpack(obj), _BUFFER, ts)
+
+    # --- Python protocols ------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"Packet{{type={_describe(self)}, ts={ts_name(self._ts)}}}"
+
+    def __copy__(self) -> Packet:
+        return clone_owned(self)
+
+    def __deepcopy__(self, memo: dict[int, object]) -> Packet:
+        if self._tid != _BUFFER:
+            return clone_owned(self)
+        h: _Buffer = self._value  # type: ignore[assignment]
+        if h.obj is not None:
+            holder = wrap_dlpack(_copy.deepcopy(h.obj, memo))
+        else:
+            holder = wrap_owned(np.array(h.array, copy=True, order="C"), h.code)
+        p = _new(holder, _BUFFER, self._ts)
+        p._meta = self._meta
+        return p
+
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # An unpickled packet is owned by its receiver; a buffer arrives as a freshly adopted array.
+        return (_restore, (self._value, self._tid, self._ts, self._meta))
+
+
+# --- engine-internal fast paths ---------------------------------------------------------------------
+
+_alloc = object.__new__
+
+
+def _new(value: object, type_id: int, ts: int) -> Packet:
+    """A new owned packet, with no checks: the engine's constructor for the hot path.
+
+    ``value`` must already be the exact payload for ``type_id`` (an ``int`` in the int64 range
+    for ``_I64``, a ``_Buffer`` holder for ``_BUFFER``...), and ``ts`` an int64.
+    """
+    p = _alloc(Packet)
+    p._value = value
+    p._tid = type_id
+    p._ts = ts
+    p._meta = None
+    p._owned = True
+    p._writable = None
+    return p
+
+
+def clone_owned(p: Packet) -> Packet:
+    """A new owned handle sharing ``p``'s payload, metadata and timestamp; nothing is copied.
+
+    ``take_input`` and poller delivery hand this to the user, then drop the engine's handle, so
+    that the user's handle is the payload's only holder and ``make_mutable`` can write in place.
+
+    >>> p = Packet.from_int(1, ts=2)
+    >>> q = clone_owned(p)
+    >>> q is p, q.as_int(), q.timestamp
+    (False, 1, 2)
+    """
+    q = _alloc(Packet)
+    q._value = p._value
+    q._tid = p._tid
+    q._ts = p._ts
+    q._meta = p._meta
+    q._owned = True
+    q._writable = None
+    return q
+
+
+def _borrow(p: Packet) -> Packet:
+    """Mark ``p`` as held by the engine (mutators raise ``UsageError`` on it) and return it."""
+    p._owned = False
+    return p
+
+
+def _byte_size(p: Packet) -> int:
+    """The payload size for byte accounting (lm-flow's ``byte_size``): 0 for empty packets."""
+    tid = p._tid
+    if tid == _BYTES:
+        return len(p._value)  # type: ignore[arg-type]
+    if tid in (_I64, _F64):
+        return 8
+    if tid == _BOOL:
+        return 1
+    if tid == _STR:
+        return len(p._value.encode("utf-8"))  # type: ignore[attr-defined]
+    if tid == _BUFFER:
+        return p._value.nbytes()  # type: ignore[attr-defined, no-any-return]
+    return 0
+
+
+def _restore(value: object, tid: int, ts: int, meta: dict[str, MetadataValue] | None) -> Packet:
+    p = _new(value, tid, ts)
+    p._meta = meta
+    return p
+
+
+def _holder_refs(h: _Buffer) -> int:
+    """``sys.getrefcount`` of a buffer holder, measured the same way as the baseline below."""
+    return sys.getrefcount(h)
+
+
+def _calibrate_holder_refs() -> int:
+    """The refcount ``_holder_refs`` reports inside ``make_mutable`` when one handle holds the payload.
+
+    Expected on CPython 3.11-3.13: 4 (the handle's slot, make_mutable's local ``h``, the parameter
+    of ``_holder_refs`` and the argument of ``getrefcount``); each further handle adds one.
+    Measured, not assumed; -1 (never write in place) if a second handle does not add exactly one.
+    """
+    if not hasattr(sys, "getrefcount"):
+        return -1
+    p = _new(wrap_owned(np.zeros(1, np.uint8), DType.U8), _BUFFER, TS_UNSET)
+    h: _Buffer = p._value  # type: ignore[assignment]  # mirrors make_mutable's local
+    alone = _holder_refs(h)
+    q = clone_owned(p)
+    shared = _holder_refs(h)
+    del q
+    return alone if shared == alone + 1 else -1
+
+
+_HOLDER_REFS_EXCLUSIVE: Final = _calibrate_holder_refs()
+
+
+# --- conversion ---------------------------------------------------------------------------------------
+
+
+def to_packet(value: object, ts: SupportsIndex | None = None) -> Packet:
+    """Turn a value handed to ``send``/``emit``/side packets into a packet (lm-flow's order).
+
+    A ``Packet`` is returned itself (it is surrendered to the engine) with its timestamp
+    replaced when ``ts`` is given; a borrowed packet is cloned instead so that the engine's
+    shared handle never changes. Then: numpy array (adopted without copying), DLPack array (by
+    reference), bool, int, float, bytes, str. numpy scalars count as bool/int/float; ``bytearray``
+    and ``memoryview`` become Bytes (copied, since they can change). ``ts=None`` means
+    ``TS_UNSET`` for new packets.
+
+    Raises:
+        TypeError: The value is of another type.
+        ValueError: An int does not fit 64 bits, or a buffer is unsupported.
+
+    >>> to_packet(42, 3)
+    Packet{type=I64(42), ts=3}
+    >>> to_packet("hi")
+    Packet{type=Str("hi"), ts=Unset}
+    """
+    if ts is None:
+        t = TS_UNSET
+    elif type(ts) is int and _I64_MIN <= ts <= _I64_MAX:
+        t = ts
+    else:
+        t = _check_ts(ts)
+    cls = type(value)
+    # Exact built-in types first: they are the hot path and cannot be any earlier case. The
+    # allocation is _new's, inlined (a call costs a fifth of this function).
+    if cls is int:
+        if not _I64_MIN <= value <= _I64_MAX:  # type: ignore[operator]
+            _check_i64(value, "to_packet")  # type: ignore[arg-type]
+        tid = _I64
+    elif cls is float:
+        tid = _F64
+    elif cls is str:
+        tid = _STR
+    elif cls is Packet:
+        return _surrender(value, None if ts is None else t)  # type: ignore[arg-type]
+    elif cls is bool:
+        tid = _BOOL
+    elif cls is bytes:
+        tid = _BYTES
+    elif isinstance(value, Packet):  # a subclass, although Packet is final
+        return _surrender(value, None if ts is None else t)
+    else:
+        return _to_packet_slow(value, t)
+    p = _alloc(Packet)
+    p._value = value
+    p._tid = tid
+    p._ts = t
+    p._meta = None
+    p._owned = True
+    p._writable = None
+    return p
+
+
+def _surrender(p: Packet, ts: int | None) -> Packet:
+    """``p`` itself, retimed if ``ts`` is given; a clone if it is borrowed (never retime a shared handle)."""
+    if ts is None:
+        return p
+    if p._owned:
+        p._ts = ts
+        return p
+    q = clone_owned(p)
+    q._ts = ts
+    return q
+
+
+def _to_packet_slow(value: object, ts: int) -> Packet:
+    if isinstance(value, np.ndarray):
+        return _new(wrap_adopted(value, check_array(value)), _BUFFER, ts)
+    if isinstance(value, (bool, np.bool_)):
+        return _new(bool(value), _BOOL, ts)
+    if isinstance(value, (int, np.integer)):
+        return _new(_check_i64(int(value), "to_packet"), _I64, ts)
+    if isinstance(value, (float, np.floating)):
+        return _new(float(value), _F64, ts)
+    if is_dlpack(value):
+        return _new(wrap_dlpack(value), _BUFFER, ts)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return _new(bytes(value), _BYTES, ts)
+    if isinstance(value, str):
+        return _new(str.__str__(value), _STR, ts)
+    msg = (
+        f"can only send a Packet or a built-in type (int/float/bool/str/bytes/ndarray) or a DLPack "
+        f"array, got {type(value).__name__}; send structured data as a numpy N x K array or a JSON str"
+    )
+    raise TypeError(msg)
+
+
+def new_buffer(
+    shape: SupportsIndex | Sequence[SupportsIndex], dtype: DType | npt.DTypeLike
+) -> tuple[Packet, Array]:
+    """A zero-filled, contiguous buffer packet and a writable view to fill it with.
+
+    Produce into the view, then send or emit the packet; do not write to the view afterwards.
+
+    Args:
+        shape: 1 to 8 non-negative dimensions, or one int for a 1-d buffer.
+        dtype: A :class:`DType`, an lm-flow code (``"u8"``, ``"f32"``...; these win over numpy's
+            spellings, so ``"u8"`` is uint8 and ``"i8"`` int8), or a numpy dtype or name.
+
+    Raises:
+        ValueError: The shape or the dtype is unsupported.
+
+    >>> p, view = new_buffer((2, 2), "f32")
+    >>> view[0, 0] = 1.5
+    >>> p, float(p.as_numpy()[0, 0])
+    (Packet{type=Buffer[2x2] dtype=F32, ts=Unset}, 1.5)
+    """
+    code = parse_dtype(dtype)
+    dims = _normalise_shape(shape)
+    arr = np.zeros(dims, dtype=numpy_dtype(code))
+    p = _new(wrap_owned(arr, code), _BUFFER, TS_UNSET)
+    view = p._writable = arr.view()
+    return p, view
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+def _normalise_shape(shape: SupportsIndex | Sequence[SupportsIndex]) -> tuple[int, ...]:
+    seq = shape if isinstance(shape, Sequence) else (shape,)
+    try:
+        dims = tuple(map(operator.index, seq))
+    except TypeError:
+        msg = f"new_buffer: shape must be an int or a sequence of ints, got {shape!r}"
+        raise TypeError(msg) from None
+    if not 1 <= len(dims) <= 8:
+        msg = f"new_buffer: unsupported ndim {len(dims)}: buffers have 1 to 8 dimensions"
+        raise UsageError(msg)
+    if any(d < 0 for d in dims):
+        msg = f"new_buffer: dimensions must be >= 0, got {dims}"
+        raise UsageError(msg)
+    return dims
+
+
+def _check_ts(ts: SupportsIndex) -> int:
+    try:
+        value = operator.index(ts)
+    except TypeError:
+        msg = f"timestamp must be an int, got {type(ts).__name__}"
+        raise TypeError(msg) from None
+    if not _I64_MIN <= value <= _I64_MAX:
+        msg = f"timestamp {value} does not fit a signed 64-bit int"
+        raise UsageError(msg)
+    return value
+
+
+def _check_i64(value: int, where: str) -> int:
+    if not _I64_MIN <= value <= _I64_MAX:
+        msg = (
+            f"{where}: int {value} does not fit a signed 64-bit I64 packet (-2**63..2**63-1); "
+            "send it as a str or a float"
+        )
+        raise UsageError(msg)
+    return value
+
+
+def _check_key(key: object) -> None:
+    if not isinstance(key, str):
+        msg = f"metadata key must be a str, got {type(key).__name__}"
+        raise TypeError(msg)
+    if not key:
+        msg = "metadata key must not be empty"
+        raise UsageError(msg)
+
+
+def _metadata_value(key: str, value: object) -> MetadataValue:
+    # bool before int: bool is an int subclass.
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    if isinstance(value, (int, np.integer)):
+        return _check_i64(int(value), f"set_metadata({key!r})")
+    if isinstance(value, (float, np.floating)):
+        return float(value)
+    if isinstance(value, str):
+        return str.__str__(value)
+    msg = f"set_metadata({key!r}): value must be bool, int, float or str, got {type(value).__name__}"
+    raise TypeError(msg)
+
+
+def _raise_borrowed(op: str) -> NoReturn:
+    msg = (
+        f"{op}: packet is borrowed (the engine still holds it and may share it with other "
+        "consumers); take it with ctx.take_input(i) first"
+    )
+    raise UsageError(msg)
+
+
+def _raise_not_buffer(op: str, p: Packet) -> NoReturn:
+    if p._value is None:
+        msg = f"{op} works on buffer packets; this packet is empty"
+    else:
+        reader = _READERS.get(p._tid)
+        hint = f" (read it with {reader})" if reader else ""
+        msg = f"{op} works on buffer packets; this packet holds {type_name(p._tid)}{hint}"
+    raise UsageError(msg)
+
+
+def _describe(p: Packet) -> str:
+    """The ``<T>`` part of lm-flow's debug string (section 4.9)."""
+    tid = p._tid
+    v = p._value
+    if v is None:
+        return "Empty"
+    if tid == _I64:
+        return f"I64({v})"
+    if tid == _F64:
+        return f"F64({v!r})"
+    if tid == _BOOL:
+        return "Bool(true)" if v else "Bool(false)"
+    if tid == _STR:
+        return f"Str({json.dumps(v, ensure_ascii=False)})"
+    if tid == _BYTES:
+        return f"Bytes[{len(v)}]"  # type: ignore[arg-type]
+    if tid == _BUFFER:
+        h: _Buffer = v  # type: ignore[assignment]
+        text = f"Buffer[{'x'.join(map(str, h.shape))}] dtype={DType(h.code).name}"
+        if h.external:
+            text += " external"
+        if h.device != "cpu":
+            text += f" device={h.device}"
+        return text
+    if tid == _NONE:
+        return "Native"
+    return f"Foreign({type_name(tid)})"
+
+
+# flowplex/__init__.py gives public classes the __module__ "flowplex", which makes doctest skip
+# their docstrings when it scans this module; list the class so that its examples still run.
+__test__ = {"Packet": Packet}

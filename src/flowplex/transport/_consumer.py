@@ -1,0 +1,479 @@
+"""The consuming side of a ring: merges every producer's lane, in order per producer.
+
+Per lane the consumer acquire-loads the producer's ``tail`` only when its cached copy is used
+up, reads the slots below it, and release-stores ``head`` after each message so that the
+producer may reuse those slots (the release keeps the slot reads before the store that frees
+the slot).  Lanes are visited round-robin, one cached batch per visit, so a busy producer cannot
+starve the others.  Under ``drop_oldest`` the producer does not wait for ``head``; the consumer
+then validates every slot seqlock-style (see ``Producer._write_overwriting``) and counts what was
+overwritten.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Final, final
+
+import numpy as np
+
+from ..errors import BrokenError, ClosedError, EndOfStream, Timeout, UsageError, WouldBlock
+from . import _layout as L
+from ._core import RingCore, this_process
+from ._format import AGENT_TYPES
+from ._batch import rows_from_messages
+from ._fragment import cut_points
+from ._message import Message
+from ._wait import Backoff
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+_new = tuple.__new__
+_U32: Final = 0xFFFFFFFF
+_REAP_EVERY_S: Final = 0.05
+
+
+@final
+class _Lane:
+    """The consumer's private view of one producer lane."""
+
+    __slots__ = ("avail", "base", "head", "head_i", "index", "next_msg", "slots", "tail_i")
+
+    def __init__(self, core: RingCore, index: int) -> None:
+        w = core.words
+        self.index = index
+        self.base = core.slots_offset(index)
+        self.tail_i = core.lane_word(index, L.L_TAIL)
+        self.head_i = core.lane_word(index, L.L_HEAD)
+        self.head = w.load(self.head_i)
+        self.avail = self.head  # cached tail; messages in [head, avail) are published
+        consumed = self.head - w.plain[core.lane_word(index, L.L_CONSUMER_EXTRA)]
+        consumed -= w.plain[core.lane_word(index, L.L_SKIPPED_SLOTS)]
+        self.next_msg = (consumed + w.plain[core.lane_word(index, L.L_DROPPED)]) & _U32
+        self.slots: NDArray[np.void] | None = None
+
+
+@final
+class Consumer:
+    """Receives every producer's messages.  Get it from ``Ring.consumer()``; one per ring.
+
+    Blocking calls poll with a short spin and then an exponential back-off capped at 1 ms
+    (see ``_wait``), and each takes a ``timeout``.  The consumer belongs to one thread.
+    """
+
+    __slots__ = (
+        "_closed",
+        "_core",
+        "_cur",
+        "_drop",
+        "_gen",
+        "_last_reap",
+        "_lanes",
+        "_load",
+        "_mask",
+        "_mm",
+        "_order",
+        "_pid",
+        "_rr",
+        "_store",
+        "_unpack",
+    )
+
+    def __init__(self, core: RingCore) -> None:
+        core.claim_consumer()
+        self._core = core
+        self._mm = core.mm
+        self._mask = core.mask
+        self._unpack = L.SLOT_HEADER_STRUCT.unpack_from
+        self._store = core.words.store
+        self._load = core.words.load
+        self._drop = core.policy == L.FULL_POLICY_CODES["drop_oldest"]
+        self._lanes = [_Lane(core, i) for i in range(core.max_producers)]
+        self._order: list[_Lane] = []
+        self._rr = 0
+        self._gen = -1
+        self._cur = _Lane(core, 0)
+        self._cur.avail = self._cur.head  # a lane with nothing cached: first recv scans
+        self._closed = False
+        self._last_reap = 0.0
+        self._pid = this_process()[0]
+
+    # -- receiving one message ------------------------------------------------------------------
+    def recv(self, timeout: float | None = None) -> Message:
+        """Receive the next message from any producer; waits up to ``timeout`` seconds.
+
+        Args:
+            timeout: Seconds to wait; ``None`` waits until a message, the end or a failure.
+
+        Returns:
+            The next message; per producer, messages come in the order they were sent.
+
+        Raises:
+            Timeout: nothing arrived in time.
+            EndOfStream: every producer closed and everything was received.
+            BrokenError: a producer process died (raised once, after what it published).
+            ClosedError: the consumer or its ring was closed.
+        """
+        lane = self._cur
+        h = lane.head
+        if h < lane.avail:
+            # Hot path: a published single-slot message in the current lane.
+            off = lane.base + ((h & self._mask) << 8)
+            seq, n, flags, agent, sid, _mid, ts = self._unpack(self._mm, off)
+            if flags & 1 or n > 224:
+                return self._take(lane)
+            off += 32
+            msg = _new(Message, (self._mm[off : off + n], seq, sid, AGENT_TYPES[agent], ts, lane.index, flags))
+            h += 1
+            lane.head = h
+            self._store(lane.head_i, h)  # release: frees the slot after it was read
+            return msg
+        return self._recv_slow(timeout, False)
+
+    def recv_nowait(self) -> Message:
+        """Like :meth:`recv`, but raise ``WouldBlock`` instead of waiting."""
+        return self._recv_slow(0.0, True)
+
+    def __iter__(self) -> Iterator[Message]:
+        """Yield messages until ``EndOfStream`` (each wait is unbounded)."""
+        while True:
+            try:
+                yield self.recv()
+            except EndOfStream:
+                return
+
+    def _recv_slow(self, timeout: float | None, nowait: bool) -> Message:
+        backoff: Backoff | None = None
+        while True:
+            lane = self._wait_for_lane(backoff, timeout, nowait)
+            if lane is None:
+                if backoff is None:  # the deadline starts at the first miss (keeps the hot path lean)
+                    backoff = Backoff(timeout)
+                continue
+            msg = self._take_checked(lane) if self._drop else self._take(lane)
+            if msg is not None:
+                return msg
+
+    def _wait_for_lane(self, backoff: Backoff | None, timeout: float | None, nowait: bool) -> _Lane | None:
+        """One poll: a lane with published data, or None after pausing (raises when done)."""
+        if self._closed or self._core.closed:
+            msg = f"the consumer of ring {self._core.name!r} is closed"
+            raise ClosedError(msg)
+        lane = self._find()
+        if lane is not None:
+            return lane
+        if self._sync_registry():
+            lane = self._find()
+            if lane is not None:
+                return lane
+        if self._ended():
+            raise EndOfStream
+        err = self._reap()
+        if err is not None:
+            raise err
+        if nowait:
+            msg = f"ring {self._core.name!r} has no message ready"
+            raise WouldBlock(msg)
+        if backoff is None:
+            return None
+        if not backoff.pause():
+            msg = f"recv: no message on ring {self._core.name!r} within {timeout} s"
+            raise Timeout(msg)
+        return None
+
+    def _find(self) -> _Lane | None:
+        """The next lane, round-robin, whose producer published beyond our head."""
+        order = self._order
+        n = len(order)
+        load = self._load
+        for j in range(n):
+            k = (self._rr + j) % n
+            lane = order[k]
+            tail = load(lane.tail_i)
+            if tail > lane.head:
+                self._rr = k + 1
+                self._note_hwm(lane, tail - lane.head)
+                lane.avail = tail
+                if not self._drop:  # drop_oldest reads only through _take_checked
+                    self._cur = lane
+                return lane
+        return None
+
+    def _take(self, lane: _Lane) -> Message:
+        """Read the message at ``lane.head`` (one slot or several fragments) and release it."""
+        h = lane.head
+        mm, mask, unpack = self._mm, self._mask, self._unpack
+        parts: list[bytes] = []
+        pos = h
+        first: tuple[int, int, int, int, int, int, int] | None = None
+        while True:
+            off = lane.base + ((pos & mask) << 8)
+            hdr = unpack(mm, off)
+            _seq, n, flags, agent, _sid, _mid, _ts = hdr
+            bad = n > L.PAYLOAD_SIZE or agent > 7 or bool(flags & L.FLAG_FIRST) != (first is None)
+            if bad or pos >= lane.avail:
+                self._skip_corrupt(lane, pos, hdr)
+            if first is None:
+                first = hdr
+            parts.append(mm[off + 32 : off + 32 + n])
+            pos += 1
+            if not flags & L.FLAG_CONTINUES:
+                break
+        if len(parts) > 1:
+            self._count(lane, L.L_CONSUMER_EXTRA, len(parts) - 1)
+            self._count(lane, L.L_REASSEMBLED)
+        lane.head = pos
+        self._store(lane.head_i, pos)
+        seq, _, flags, agent, sid, mid, ts = first
+        lane.next_msg = (mid + 1) & _U32
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        return _new(Message, (data, seq, sid, AGENT_TYPES[agent], ts, lane.index, flags))
+
+    def _skip_corrupt(self, lane: _Lane, pos: int, hdr: tuple[int, ...]) -> None:
+        """Step over a slot that breaks the protocol (never wait on it forever, Perdix R10)."""
+        self._count(lane, L.L_SKIPPED_SLOTS, pos + 1 - lane.head)
+        self._count(lane, L.L_DROPPED)
+        lane.head = pos + 1
+        lane.avail = max(lane.avail, lane.head)
+        self._store(lane.head_i, lane.head)
+        msg = (
+            f"ring {self._core.name!r}: producer {lane.index} slot {pos} breaks the protocol "
+            f"(seq={hdr[0]}, len={hdr[1]}, flags={hdr[2]:#x}, agent_type={hdr[3]}); skipped it"
+        )
+        raise BrokenError(msg)
+
+    def _take_checked(self, lane: _Lane) -> Message | None:
+        """drop_oldest: read the oldest message that is still intact, or None if it was overwritten.
+
+        Every slot is read seqlock-style: ``seq`` (acquire), copy, ``seq`` again (ordered after
+        the copy); equal to the expected position means no byte came from a newer write.  A
+        position that fails is gone for good (its slot now holds a newer position), so the
+        consumer skips past it and the caller polls again: progress is guaranteed even when
+        the producer died in the middle of a write.
+        """
+        cap = self._core.capacity
+        w = self._core.words
+        mm, mask, unpack = self._mm, self._mask, self._unpack
+        tail = lane.avail
+        h = lane.head
+        if tail - h > cap:
+            self._count(lane, L.L_SKIPPED_SLOTS, tail - cap - h)
+            h = tail - cap
+        parts: list[bytes] = []
+        first: tuple[int, int, int, int, int, int, int] | None = None
+        pos = h
+        while pos < tail:
+            off = lane.base + ((pos & mask) << 8)
+            ok = w.load(off >> 3) == pos
+            hdr = unpack(mm, off)
+            payload = mm[off + 32 : off + 32 + min(hdr[1], L.PAYLOAD_SIZE)]
+            ok = ok and w.load_after(off >> 3) == pos
+            flags = hdr[2]
+            if not ok or (first is None) != bool(flags & L.FLAG_FIRST) or hdr[3] > 7:
+                # Overwritten (or a fragment whose first part was): everything up to pos is lost.
+                self._count(lane, L.L_SKIPPED_SLOTS, pos + 1 - h)
+                lane.head = pos + 1
+                self._store(lane.head_i, lane.head)
+                return None
+            if first is None:
+                first = hdr
+            parts.append(payload)
+            pos += 1
+            if not flags & L.FLAG_CONTINUES:
+                break
+        else:
+            # The tail ended inside a message (cannot happen: messages are published whole);
+            # step over it rather than wait on it.
+            self._count(lane, L.L_SKIPPED_SLOTS, pos - h)
+            lane.head = pos
+            self._store(lane.head_i, pos)
+            return None
+        assert first is not None
+        seq, _, flags, agent, sid, mid, ts = first
+        lost = (mid - lane.next_msg) & _U32
+        if lost:
+            self._count(lane, L.L_DROPPED, lost)
+        lane.next_msg = (mid + 1) & _U32
+        if len(parts) > 1:
+            self._count(lane, L.L_CONSUMER_EXTRA, len(parts) - 1)
+            self._count(lane, L.L_REASSEMBLED)
+        lane.head = pos
+        self._store(lane.head_i, pos)
+        data = parts[0] if len(parts) == 1 else b"".join(parts)
+        return _new(Message, (data, seq, sid, AGENT_TYPES[agent], ts, lane.index, flags))
+
+    # -- batches ----------------------------------------------------------------------------------
+    def recv_many(self, max_items: int, timeout: float | None = None) -> NDArray[np.void]:
+        """Receive up to ``max_items`` slots as one ``SLOT_DTYPE`` array (one bulk copy per lane).
+
+        Waits like :meth:`recv` for the first message, then takes whatever is published, from
+        several producers if needed, without waiting again.  Each row is one slot; a message
+        longer than 224 bytes spans consecutive rows (``FLAG_CONTINUES`` on all but its last;
+        ``messages_from_rows`` joins them).  Messages are never split between calls, so a single
+        message longer than ``max_items`` slots comes back whole.  ``producer_id`` holds the lane.
+
+        Raises:
+            UsageError: ``max_items`` is not a positive int.
+            Timeout, EndOfStream, BrokenError, ClosedError: as for :meth:`recv`.
+        """
+        if not isinstance(max_items, int) or max_items < 1:
+            msg = f"recv_many(max_items={max_items!r}): expected a positive int"
+            raise UsageError(msg)
+        if self._drop:
+            return self._recv_many_checked(max_items, timeout)
+        backoff: Backoff | None = None
+        lane = None
+        while lane is None:
+            lane = self._wait_for_lane(backoff, timeout, False)
+            if lane is None and backoff is None:
+                backoff = Backoff(timeout)
+        chunks = [self._take_rows(lane, max_items, True)]
+        got = len(chunks[0])
+        for other in self._order:
+            if got >= max_items:
+                break
+            if other is lane:
+                continue
+            tail = self._load(other.tail_i)
+            if tail > other.head:
+                other.avail = tail
+                rows = self._take_rows(other, max_items - got, False)
+                if len(rows):
+                    chunks.append(rows)
+                    got += len(rows)
+        return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
+
+    def _take_rows(self, lane: _Lane, limit: int, whole: bool) -> NDArray[np.void]:
+        cap = self._core.capacity
+        if lane.slots is None:
+            lane.slots = np.ndarray((cap,), dtype=L.SLOT_DTYPE, buffer=self._mm, offset=lane.base)
+        slots = lane.slots
+        h = lane.head
+        k = min(lane.avail - h, limit)
+        i = h & self._mask
+        first = min(k, cap - i)
+        out = np.concatenate((slots[i : i + first], slots[: k - first]))
+        flags = out["flags"]
+        if k and flags[k - 1] & L.FLAG_CONTINUES:
+            ends = np.flatnonzero((flags & L.FLAG_CONTINUES) == 0)
+            if len(ends):
+                k = int(ends[-1]) + 1
+                out = out[:k]
+            elif whole:  # a single message longer than ``limit`` slots: return it whole
+                k = self._message_end(lane, h) - h
+                first = min(k, cap - i)
+                out = np.concatenate((slots[i : i + first], slots[: k - first]))
+            else:
+                k = 0
+                out = out[:0]
+        out["producer_id"] = lane.index
+        extra = int(np.count_nonzero(out["flags"] & L.FLAG_CONTINUES))
+        if extra:
+            self._count(lane, L.L_CONSUMER_EXTRA, extra)
+        lane.head = h + k
+        self._store(lane.head_i, lane.head)
+        return out
+
+    def _message_end(self, lane: _Lane, pos: int) -> int:
+        while pos < lane.avail:
+            flags = self._unpack(self._mm, lane.base + ((pos & self._mask) << 8))[2]
+            pos += 1
+            if not flags & L.FLAG_CONTINUES:
+                return pos
+        return pos
+
+    def _recv_many_checked(self, max_items: int, timeout: float | None) -> NDArray[np.void]:
+        msgs = [self.recv(timeout)]
+        rows = len(cut_points(msgs[0].data))
+        while rows < max_items:
+            try:
+                m = self.recv_nowait()
+            except (WouldBlock, EndOfStream):
+                break
+            msgs.append(m)
+            rows += len(cut_points(m.data))
+        return rows_from_messages(msgs)
+
+    # -- registry, end of stream, dead producers ------------------------------------------------
+    def _sync_registry(self) -> bool:
+        """Re-read the lane table if a producer registered or closed; True if it changed."""
+        core = self._core
+        gen = self._load(L.W_REGISTRY_GEN)
+        if gen == self._gen:
+            return False
+        self._gen = gen
+        load = self._load
+        self._order = [
+            lane for lane in self._lanes if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_FREE
+        ]
+        self._rr = 0
+        return True
+
+    def _ended(self) -> bool:
+        load = self._load
+        if load(L.W_PRODUCERS_EVER) == 0:
+            return False
+        core = self._core
+        for lane in self._order:
+            if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_CLOSED or load(lane.tail_i) > lane.head:
+                return False
+        return self._load(L.W_REGISTRY_GEN) == self._gen
+
+    def _reap(self) -> BrokenError | None:
+        now = time.monotonic()
+        if now - self._last_reap < _REAP_EVERY_S:
+            return None
+        self._last_reap = now
+        core = self._core
+        load = self._load
+        for lane in self._order:
+            if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_ACTIVE:
+                continue
+            if load(core.lane_word(lane.index, L.L_PID)) == self._pid or load(lane.tail_i) > lane.head:
+                continue
+            err = core.reap_dead_lane(lane.index)
+            if err is not None:
+                self._sync_registry()
+                return err
+        return None
+
+    # -- bookkeeping ----------------------------------------------------------------------------
+    def _count(self, lane: _Lane, word: int, n: int = 1) -> None:
+        plain = self._core.words.plain
+        i = self._core.lane_word(lane.index, word)
+        plain[i] = plain[i] + n
+
+    def _note_hwm(self, lane: _Lane, occupancy: int) -> None:
+        plain = self._core.words.plain
+        i = self._core.lane_word(lane.index, L.L_CONSUMER_HWM)
+        occupancy = min(occupancy, self._core.capacity)
+        if occupancy > plain[i]:
+            plain[i] = occupancy
+
+    def close(self) -> None:
+        """Give up the consumer role; idempotent.  Blocked ``block``-policy producers then fail."""
+        if self._closed:
+            return
+        self._closed = True
+        for lane in self._lanes:
+            lane.slots = None
+            lane.avail = lane.head
+        self._cur.avail = self._cur.head
+        if not self._core.closed:
+            self._core.release_consumer()
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran (or the ring was closed)."""
+        return self._closed or self._core.closed
+
+    def __enter__(self) -> Consumer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Consumer ring={self._core.name!r} {state}>"

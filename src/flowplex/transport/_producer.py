@@ -1,0 +1,437 @@
+"""The producing side of a ring: one lane, written by one thread of one process.
+
+Publishing (the argument for weakly ordered machines is in ``_ordering``)::
+
+    write header + payload of slots tail .. tail+k-1     plain stores (struct.pack_into)
+    store_release(lane.tail, tail + k)                    the publish; k = fragments of one message
+
+Because a message's fragments are published by one release store, a consumer never sees part
+of a message.  Full is decided from the producer's cached copy of the consumer's ``head`` and
+re-read (acquire) only when the cache says the lane is full, so the hot path reads no shared
+word at all.  Nothing but the tail is written per message: the statistics are derived from the
+tail and from counters that only the slow paths (fragmenting, rejecting) touch.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+import weakref
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Final, final
+
+import numpy as np
+
+from ..errors import ClosedError, Timeout, UsageError
+from . import _layout as L
+from ._core import RingCore
+from ._format import AgentType
+from ._fragment import cut_points
+from ._wait import Backoff
+
+if TYPE_CHECKING:
+    from numpy.typing import NDArray
+
+_FIRST: Final = L.FLAG_FIRST
+_FIRST_TEXT: Final = L.FLAG_FIRST | L.FLAG_TEXT
+_U32: Final = 0xFFFFFFFF
+_U64: Final = (1 << 64) - 1
+_now = time.time_ns
+
+
+def _close_lane(core: RingCore, lane: int) -> None:
+    if not core.closed:
+        core.close_lane(lane)
+
+
+@final
+class Producer:
+    """Sends messages into its own lane of a ring.  Get one from ``Ring.producer()``.
+
+    A producer belongs to one thread; give each thread (or process) its own.  Closing it (or
+    leaving its ``with`` block) tells the consumer that this producer is done; when every
+    producer is done and everything is read, the consumer's ``recv`` raises ``EndOfStream``.
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_base",
+        "_closed",
+        "_core",
+        "_finalizer",
+        "_head_i",
+        "_limit",
+        "_mask",
+        "_mm",
+        "_msg",
+        "_pack",
+        "_store",
+        "_tail",
+        "_tail_i",
+        "lane",
+    )
+
+    def __init__(self, core: RingCore) -> None:
+        self._core = core
+        self.lane = core.claim_lane()
+        """The lane index, reported as ``Message.producer_id`` on the consuming side."""
+        w = core.words
+        self._mm = core.mm
+        self._pack = L.SLOT_STRUCT.pack_into
+        self._store = w.store
+        self._mask = core.mask
+        self._base = core.slots_offset(self.lane)
+        self._tail_i = core.lane_word(self.lane, L.L_TAIL)
+        self._head_i = core.lane_word(self.lane, L.L_HEAD)
+        self._tail = w.load(self._tail_i)
+        # msg_id continues the lane's message count, so the consumer can count gaps.
+        self._msg = (self._tail - w.load(core.lane_word(self.lane, L.L_EXTRA_SLOTS))) & _U32
+        self._closed = False
+        self._limit = -1
+        self._refresh_limit()
+        self._finalizer = weakref.finalize(self, _close_lane, core, self.lane)
+
+    def _refresh_limit(self) -> int:
+        """Re-read the consumer's head; return the lane occupancy.  Drop_oldest never limits."""
+        head = self._core.words.load(self._head_i)
+        if self._core.policy == L.FULL_POLICY_CODES["drop_oldest"]:
+            self._limit = -1  # every send takes the seqlock path
+        else:
+            self._limit = head + self._core.capacity
+        return self._tail - head
+
+    def send(
+        self,
+        data: bytes | str,
+        *,
+        stream_id: int = 0,
+        agent_type: int = AgentType.ASSISTANT,
+        timestamp_ns: int | None = None,
+        timeout: float | None = None,
+    ) -> bool:
+        """Send one message; fragments it when it is longer than one slot's 224-byte payload.
+
+        Blocks only under the ``block`` full policy, while the lane is full.
+
+        Args:
+            data: The payload; a ``str`` is sent as UTF-8 and flagged as text.
+            stream_id: Any u32 the application uses to tell streams apart.
+            agent_type: Selects the label/colour when the message is formatted.
+            timestamp_ns: Defaults to ``time.time_ns()`` at the call.
+            timeout: Seconds to wait for room under the ``block`` policy (``None``: no limit).
+
+        Returns:
+            True when the message was published; False when the ``reject`` policy refused it
+            because the lane was full (counted in ``stats().rejected``).
+
+        Raises:
+            UsageError: a bad argument, or a message needing more slots than the capacity.
+            Timeout: the ``block`` policy waited ``timeout`` seconds (counted as rejected).
+            BrokenError: the ``block`` policy waited for a consumer that closed or died.
+            ClosedError: the producer or its ring was closed.
+        """
+        if type(data) is bytes:
+            flags = _FIRST
+        elif type(data) is str:
+            data = data.encode()
+            flags = _FIRST_TEXT
+        else:
+            data, flags = _coerce(data)
+        n = len(data)
+        t = self._tail
+        try:
+            fast = t < self._limit and n <= 224 and agent_type < 8
+        except TypeError:
+            raise _arg_error(stream_id, agent_type, timestamp_ns) from None
+        if fast:
+            # Hot path: one slot, room known from the cached head.
+            try:
+                self._pack(
+                    self._mm,
+                    self._base + ((t & self._mask) << 8),
+                    t,
+                    n,
+                    flags,
+                    agent_type,
+                    stream_id,
+                    self._msg,
+                    _now() if timestamp_ns is None else timestamp_ns,
+                    data,
+                )
+            except (struct.error, TypeError):
+                raise _arg_error(stream_id, agent_type, timestamp_ns) from None
+            self._msg = (self._msg + 1) & _U32
+            t += 1
+            self._tail = t
+            self._store(self._tail_i, t)  # release: publishes the slot written above
+            return True
+        return self._send_slow(data, flags, stream_id, agent_type, timestamp_ns, timeout)
+
+    def _send_slow(
+        self,
+        data: bytes,
+        flags: int,
+        stream_id: int,
+        agent_type: int,
+        timestamp_ns: int | None,
+        timeout: float | None,
+    ) -> bool:
+        if self._closed or self._core.closed:
+            msg = f"producer {self.lane} of ring {self._core.name!r} is closed"
+            raise ClosedError(msg)
+        bad = _arg_error(stream_id, agent_type, timestamp_ns, strict=True)
+        if bad.args:
+            raise bad
+        ts = _now() if timestamp_ns is None else timestamp_ns
+        n = len(data)
+        ends = [n] if n <= L.PAYLOAD_SIZE else cut_points(data)
+        k = len(ends)
+        core = self._core
+        if k > core.capacity:
+            msg = (
+                f"send(data=<{n} bytes>): the message needs {k} slots but ring {core.name!r} has "
+                f"{core.capacity} per producer; create the ring with capacity >= {k}"
+            )
+            raise UsageError(msg)
+        if core.policy == L.FULL_POLICY_CODES["drop_oldest"]:
+            self._write_overwriting(data, ends, flags, stream_id, agent_type, ts)
+        else:
+            if self._tail + k > self._limit:
+                self._note_hwm(self._refresh_limit())
+            if self._tail + k > self._limit:
+                if core.policy == L.FULL_POLICY_CODES["reject"]:
+                    self._count(L.L_REJECTED)
+                    return False
+                try:
+                    self._wait_for_room(k, Backoff(timeout), timeout)
+                except BaseException:
+                    self._count(L.L_REJECTED)
+                    raise
+            self._write(data, ends, flags, stream_id, agent_type, ts)
+        self._note_hwm(self._tail - core.words.load(self._head_i))
+        return True
+
+    def _wait_for_room(self, k: int, backoff: Backoff, timeout: float | None) -> None:
+        """Poll the consumer's head until ``k`` slots are free (``block`` policy)."""
+        core = self._core
+        load = core.words.load
+        polls = 0
+        while self._tail + k > self._limit:
+            if not backoff.pause():
+                msg = f"send: ring {core.name!r} stayed full for {timeout} s (producer {self.lane})"
+                raise Timeout(msg)
+            polls += 1
+            if polls % 256 == 0:
+                gone = core.consumer_gone()
+                if gone is not None:
+                    raise gone
+            self._limit = load(self._head_i) + core.capacity
+
+    def _write(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
+        pack, mm, mask, base = self._pack, self._mm, self._mask, self._base
+        t = self._tail
+        start = 0
+        last = len(ends) - 1
+        for i, end in enumerate(ends):
+            f = flags if i == last else flags | L.FLAG_CONTINUES
+            pack(mm, base + (((t + i) & mask) << 8), t + i, end - start, f, agent, sid, self._msg, ts, data[start:end])
+            if i == 0:
+                flags &= ~L.FLAG_FIRST
+            start = end
+        if last:
+            self._count(L.L_EXTRA_SLOTS, last)
+            self._count(L.L_FRAGMENTED)
+        self._msg = (self._msg + 1) & _U32
+        self._tail = t + len(ends)
+        self._store(self._tail_i, self._tail)  # release: publishes every fragment at once
+
+    def _write_overwriting(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
+        """drop_oldest: overwrite whatever is there, seqlock-style, so a reader can tell.
+
+        Per slot: ``seq := BUSY`` with a full fence, then header and payload (with seq BUSY),
+        then ``seq := position`` (release).  A reader that copied a slot and then reads the
+        same position back in ``seq`` knows that no byte of its copy came from a newer write.
+        """
+        pack, mm, mask, base = self._pack, self._mm, self._mask, self._base
+        w = self._core.words
+        t = self._tail
+        start = 0
+        last = len(ends) - 1
+        for i, end in enumerate(ends):
+            f = flags if i == last else flags | L.FLAG_CONTINUES
+            off = base + (((t + i) & mask) << 8)
+            w.store_fence(off >> 3, L.SEQ_BUSY)
+            pack(mm, off, L.SEQ_BUSY, end - start, f, agent, sid, self._msg, ts, data[start:end])
+            w.store(off >> 3, t + i)
+            if i == 0:
+                flags &= ~L.FLAG_FIRST
+            start = end
+        if last:
+            self._count(L.L_EXTRA_SLOTS, last)
+            self._count(L.L_FRAGMENTED)
+        self._msg = (self._msg + 1) & _U32
+        self._tail = t + len(ends)
+        self._store(self._tail_i, self._tail)
+
+    def _count(self, word: int, n: int = 1) -> None:
+        # Producer-owned statistics word: single writer, no ordering needed.
+        plain = self._core.words.plain
+        i = self._core.lane_word(self.lane, word)
+        plain[i] = plain[i] + n
+
+    def _note_hwm(self, occupancy: int) -> None:
+        plain = self._core.words.plain
+        i = self._core.lane_word(self.lane, L.L_PRODUCER_HWM)
+        occupancy = min(occupancy, self._core.capacity)
+        if occupancy > plain[i]:
+            plain[i] = occupancy
+
+    def send_many(
+        self,
+        items: NDArray[np.void] | Iterable[bytes | str],
+        *,
+        timeout: float | None = None,
+    ) -> int:
+        """Send a batch; an array of ``SLOT_DTYPE`` rows goes in with one bulk copy.
+
+        For an array, each row is one message of at most 224 bytes: ``len``, ``agent_type``,
+        ``stream_id``, ``timestamp_ns`` and ``payload`` are taken from the row; ``seq``,
+        ``msg_id`` and ``flags`` are set here (``FLAG_TEXT`` is kept).  Any other iterable is
+        sent item by item with :meth:`send` defaults.
+
+        Args:
+            items: A ``SLOT_DTYPE`` array (see ``make_batch``) or an iterable of ``bytes``/``str``.
+            timeout: Under the ``block`` policy, seconds to wait for room for the whole batch.
+
+        Returns:
+            How many messages were published, from the front of the batch.  Under ``reject``
+            that is as many as fit (the rest are counted as rejected).
+
+        Raises:
+            UsageError: a row's ``len`` exceeds 224 or its ``agent_type`` 7.
+            Timeout, BrokenError, ClosedError: as for :meth:`send`.
+        """
+        if not isinstance(items, np.ndarray):
+            sent = 0
+            for item in items:
+                if not self.send(item, timeout=timeout):
+                    break
+                sent += 1
+            return sent
+        return self._send_array(items, timeout)
+
+    def _send_array(self, rows: NDArray[np.void], timeout: float | None) -> int:
+        core = self._core
+        if rows.dtype != L.SLOT_DTYPE or rows.ndim != 1:
+            msg = f"send_many(items=<array {rows.dtype} shape {rows.shape}>): expected a 1-d SLOT_DTYPE array"
+            raise UsageError(msg)
+        if self._closed or core.closed:
+            msg = f"producer {self.lane} of ring {core.name!r} is closed"
+            raise ClosedError(msg)
+        total = len(rows)
+        if total == 0:
+            return 0
+        if int(rows["len"].max()) > L.PAYLOAD_SIZE or int(rows["agent_type"].max()) > 7:
+            msg = "send_many(items=...): every row needs len <= 224 and agent_type <= 7"
+            raise UsageError(msg)
+        drop = core.policy == L.FULL_POLICY_CODES["drop_oldest"]
+        if drop:
+            return self._send_array_overwriting(rows)
+        backoff = Backoff(timeout)
+        sent = 0
+        while sent < total:
+            room = self._limit - self._tail
+            if room <= 0:
+                self._note_hwm(self._refresh_limit())
+                room = self._limit - self._tail
+            if room <= 0:
+                if core.policy == L.FULL_POLICY_CODES["reject"]:
+                    self._count(L.L_REJECTED, total - sent)
+                    break
+                try:
+                    self._wait_for_room(1, backoff, timeout)
+                except BaseException:
+                    self._count(L.L_REJECTED, total - sent)
+                    raise
+                continue
+            k = min(room, total - sent)
+            self._copy_rows(rows[sent : sent + k])
+            sent += k
+            self._store(self._tail_i, self._tail)  # release: publishes the k rows
+        return sent
+
+    def _copy_rows(self, rows: NDArray[np.void]) -> None:
+        """Copy rows into the slots at the tail (wrapping) and stamp seq/msg_id/flags."""
+        k = len(rows)
+        cap = self._core.capacity
+        slots = np.ndarray((cap,), dtype=L.SLOT_DTYPE, buffer=self._mm, offset=self._base)
+        t = self._tail
+        i = t & self._mask
+        first = min(k, cap - i)
+        parts = ((slots[i : i + first], rows[:first], t), (slots[: k - first], rows[first:], t + first))
+        for dst, src, pos in parts:
+            if len(dst) == 0:
+                continue
+            dst[...] = src
+            m = len(dst)
+            dst["seq"] = np.arange(pos, pos + m, dtype=np.uint64)
+            dst["msg_id"] = (np.arange(m, dtype=np.uint64) + (self._msg + pos - t)) & _U32
+            dst["flags"] = (src["flags"] & L.FLAG_TEXT) | L.FLAG_FIRST
+        self._msg = (self._msg + k) & _U32
+        self._tail = t + k
+
+    def _send_array_overwriting(self, rows: NDArray[np.void]) -> int:
+        for row in rows:
+            data = row["payload"][: int(row["len"])].tobytes()
+            flags = int(row["flags"]) & L.FLAG_TEXT | L.FLAG_FIRST
+            self._write_overwriting(
+                data, [len(data)], flags, int(row["stream_id"]), int(row["agent_type"]), int(row["timestamp_ns"])
+            )
+        return len(rows)
+
+    def close(self) -> None:
+        """Tell the consumer this producer is done; idempotent.  Sending afterwards raises."""
+        if self._closed:
+            return
+        self._closed = True
+        self._limit = -1
+        if self._finalizer.detach() is not None and not self._core.closed:
+            self._core.close_lane(self.lane)
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` ran (or the ring was closed)."""
+        return self._closed or self._core.closed
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self.closed else "open"
+        return f"<Producer lane={self.lane} ring={self._core.name!r} {state}>"
+
+
+def _coerce(data: object) -> tuple[bytes, int]:
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data), _FIRST
+    if isinstance(data, str):
+        return data.encode(), _FIRST_TEXT
+    msg = f"send(data={data!r:.40}): expected bytes or str, got {type(data).__name__}"
+    raise UsageError(msg)
+
+
+def _arg_error(stream_id: object, agent_type: object, timestamp_ns: object, *, strict: bool = False) -> UsageError:
+    """The error naming the first bad argument; with ``strict``, an empty one when all are fine."""
+    msg = ""
+    if not isinstance(agent_type, int) or not 0 <= agent_type < 8:
+        msg = f"send(agent_type={agent_type!r}): expected an AgentType (0..7)"
+    elif not isinstance(stream_id, int) or not 0 <= stream_id <= _U32:
+        msg = f"send(stream_id={stream_id!r}): expected an int in 0..2**32-1"
+    elif timestamp_ns is not None and (not isinstance(timestamp_ns, int) or not 0 <= timestamp_ns <= _U64):
+        msg = f"send(timestamp_ns={timestamp_ns!r}): expected None or an int in 0..2**64-1"
+    elif not strict:
+        msg = "send: invalid argument"
+    return UsageError(msg) if msg else UsageError()
