@@ -20,6 +20,7 @@ from ._timestamps import TS_DONE as TS_DONE
 from ._timestamps import TS_POST_STREAM as TS_POST_STREAM
 from ._timestamps import TS_PRE_STREAM as TS_PRE_STREAM
 from ._timestamps import TS_UNSET as TS_UNSET
+from .diagnostics._dot_view import DotView as DotView
 from .errors import BrokenError as BrokenError
 from .errors import ClosedError as ClosedError
 from .errors import ConfigError as ConfigError
@@ -34,6 +35,7 @@ from .errors import UnknownKernelError as UnknownKernelError
 from .errors import UnknownPortError as UnknownPortError
 from .errors import UsageError as UsageError
 from .errors import WouldBlock as WouldBlock
+from .graph import AsyncOutputEvents as AsyncOutputEvents
 from .graph import Graph as Graph
 from .graph import GraphState as GraphState
 from .graph import Input as Input
@@ -62,6 +64,7 @@ __all__ = [
     "TS_POST_STREAM",
     "TS_PRE_STREAM",
     "TS_UNSET",
+    "AsyncOutputEvents",
     "BrokenError",
     "CloseReason",
     "ClosedError",
@@ -70,6 +73,7 @@ __all__ = [
     "Contract",
     "DeadlockError",
     "DoneEvent",
+    "DotView",
     "EndOfStream",
     "FlowplexError",
     "Graph",

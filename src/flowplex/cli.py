@@ -66,6 +66,7 @@ def run(
 ) -> None:
     """Run a graph whose data comes from source kernels and print what reaches its outputs."""
     import flowplex
+    from flowplex._timestamps import ts_name
     from flowplex.errors import ConfigError, FlowplexError
 
     try:
@@ -85,7 +86,7 @@ def run(
                 if sink is not None:
                     sink.write(json.dumps(record) + "\n")
                 else:
-                    typer.echo(f"{port}\tts={record['ts']}\t{record['value']}")
+                    typer.echo(f"{port}\tts={ts_name(packet.timestamp)}\t{record['value']}")
 
         return on_packet
 

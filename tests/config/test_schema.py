@@ -356,3 +356,10 @@ def test_json_schema_enumerates_policy_and_executor_types() -> None:
     text = json.dumps(json_schema())
     for value in ("fixed_size", "sync_set", "DelegatingExecutor", "contains"):
         assert re.search(rf'"{value}"', text)
+
+
+def test_the_problem_that_comes_first_in_the_document_is_reported() -> None:
+    text = "max_queue_size: -1\nnodes:\n  - {name: a, kernel: K, rate: x}\n"
+    assert_error(text, r"^max_queue_size: ")
+    text = "nodes:\n  - {name: a, kernel: K, rate: x}\nmax_queue_size: -1\n"
+    assert_error(text, r"^nodes\[0\]\.rate \(node `a`\): expected a number")

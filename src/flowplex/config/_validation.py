@@ -228,8 +228,12 @@ def _problem(error: ErrorDetails, where: _Located) -> str:
 
 
 def _first_error(exc: ValidationError, data: object, source: Source) -> ConfigError:
-    error = exc.errors(include_url=False)[0]
-    where = _Located(tuple(error["loc"]))
+    """The error for the problem that comes first in the document (pydantic orders by field)."""
+    located = [(error, _Located(tuple(error["loc"]))) for error in exc.errors(include_url=False)]
+    error, where = min(
+        located,
+        key=lambda pair: source.line_of(tuple(pair[1].path)) or 0,
+    )
     path: YamlPath = tuple(where.path)
     what = _problem(error, where)
     if error["type"] in ("extra_forbidden", "invalid_key", "missing"):

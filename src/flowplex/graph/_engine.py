@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from .._timestamps import TS_DONE, TS_POST_STREAM, TS_PRE_STREAM, TS_UNSET, ts_name
+from .._timestamps import TS_DONE, TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, TS_UNSET, ts_name
 from ..errors import (
     ClosedError,
     DeadlockError,
@@ -73,6 +73,11 @@ class Engine:
         self.error_text = ""
         self.cancelled = False
         self.paused = False
+        self.halted = False
+        """``error or cancelled or paused``: no new claims (one check on the hot path)."""
+        self.waiters = 0
+        """Host threads inside ``wait_change``; progress notifies only when some wait."""
+        self._run = self.run
         self.busy = 0
         """Claimed-but-unfinished invocations, pending wakes and running closes."""
         self.counters: dict[str, int] = {}
@@ -98,6 +103,7 @@ class Engine:
             err.__cause__ = exc
         self.error = err
         self.error_text = message
+        self.halted = True
         log.error("%s", message)
         self._bump()
 
@@ -111,46 +117,49 @@ class Engine:
 
     def schedule(self, node: Node, out: list[Submission]) -> None:
         """Claim as many invocations of ``node`` as are ready; caller holds the lock."""
-        while True:
+        if self.halted or not node.claimable:
+            return
+        run = self._run
+        while node.in_flight < node.max_in_flight:
             ctx = self._claim(node)
             if ctx is None:
                 return
-            out.append((node.executor, self.run, ctx))
+            out.append((node.executor, run, ctx))
 
     def _claim(self, node: Node) -> Context | None:
-        if (self.error is not None or self.cancelled or self.paused or node.close_started
-                or not node.opened or node.in_flight >= node.max_in_flight):
-            return None
-        if node.is_source:
+        """Pop the inputs of one invocation into a free context ("pop at claim")."""
+        port = node.fast_port
+        if port is not None:
+            # Fast path: one forward input, single-packet policy (most nodes).
+            q = port.queue
+            if not q:
+                return None
+            p = q.popleft()
+            ts = p._ts
+            ctx = node.contexts.pop()
+            ctx._ts = ts
+            ctx._phase = PHASE_PROCESS
+            ctx._in[port.index] = p
+            b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
+            if b > port.bound:
+                port.bound = b
+            if port.closed and not q:
+                ctx._done = [False] * len(node.inputs)
+                ctx._done[port.index] = True
+            node.packets_in += 1
+        elif node.is_source:
             if node.source_done or node.waiting:
                 return None
             ctx = node.contexts.pop()
-            ctx._reset_for(node.seq, PHASE_PROCESS)
+            ctx._ts = node.seq
+            ctx._phase = PHASE_PROCESS
             if node.rate_period:
                 node.last_start = time.monotonic()
         else:
-            port = node.fast_port
-            if port is not None:
-                q = port.queue
-                if not q:
-                    return None
-                p = q.popleft()
-                ts = p._ts
-                ctx = node.contexts.pop()
-                ctx._reset_for(ts, PHASE_PROCESS)
-                ctx._in[port.index] = p
-                b = next_allowed(ts)
-                if b > port.bound:
-                    port.bound = b
-                if port.closed and not q:
-                    ctx._done = [False] * len(node.inputs)
-                    ctx._done[port.index] = True
-                node.packets_in += 1
-            else:
-                general = self._claim_general(node)
-                if general is None:
-                    return None
-                ctx = general
+            general = self._claim_general(node)
+            if general is None:
+                return None
+            ctx = general
         ctx.seq = node.seq
         node.seq += 1
         node.in_flight += 1
@@ -164,7 +173,8 @@ class Engine:
                 return None
             counts, ts = plan
             ctx = node.contexts.pop()
-            ctx._reset_for(ts, PHASE_PROCESS)
+            ctx._ts = ts
+            ctx._phase = PHASE_PROCESS
             batch: list[list[Packet]] = [[] for _ in node.inputs]
             for port, count in zip(node.fwd, counts, strict=True):
                 items = [port.queue.popleft() for _ in range(count)]
@@ -183,7 +193,8 @@ class Engine:
             ts = found
             ports = sync_set_group(node, ts) if node.policy == SYNC_SET else node.fwd
             ctx = node.contexts.pop()
-            ctx._reset_for(ts, PHASE_PROCESS)
+            ctx._ts = ts
+            ctx._phase = PHASE_PROCESS
             for p in node.fwd:
                 ctx._in[p.index] = None
             b = next_allowed(ts)
@@ -210,9 +221,7 @@ class Engine:
             self._run_close(node, ctx)
             return
         err: BaseException | None = None
-        text = ""
-        if node.typed_inputs:
-            text = _input_type_error(node, ctx)
+        text = _input_type_error(node, ctx) if node.typed_inputs else ""
         if not text:
             try:
                 node.kernel.process(ctx)
@@ -224,10 +233,14 @@ class Engine:
                 raise
         # Release inputs before flushing so downstream take_input sees exclusive payloads.
         inputs = ctx._in
-        for i in range(len(inputs)):
-            inputs[i] = None
-        ctx._batch = None
-        if not text and node.typed_outputs:
+        if len(inputs) == 1:
+            inputs[0] = None
+        else:
+            for i in range(len(inputs)):
+                inputs[i] = None
+        if ctx._batch is not None:
+            ctx._batch = None
+        if node.typed_outputs and not text:
             text = _output_type_error(node, ctx)
         self._finish(node, ctx, err, text)
 
@@ -246,28 +259,19 @@ class Engine:
         calls: list[tuple[Callable[[Packet], object], Packet]] = []
         with self.lock:
             if text:
-                for out in ctx._out:
-                    out.clear()
-                ctx._bounds = None
-                if node.on_error_skip:
-                    node.errors += 1
-                    if _is_power_of_two(node.errors):
-                        log.warning("node `%s`: skipping a failed packet (on_error=skip), %d so far: %s",
-                                    node.name, node.errors, text)
-                else:
-                    node.errors += 1
-                    self.record_error(node, err, text)
-                    for other in self.nodes:
-                        if other is not node:
-                            self._try_close(other, subs)
+                self._fail_invocation(node, ctx, err, text, subs)
             else:
                 node.processed += 1
-            if ctx._source_done:
-                node.source_done = True
             node.in_flight -= 1
             self.busy -= 1
-            if node.is_source and not node.source_done:
-                self._pace_source(node, ctx, subs)
+            if node.is_source:
+                if ctx._source_done:
+                    node.source_done = True
+                    node.closable = True
+                    ctx._source_done = False
+                else:
+                    self._pace_source(node, ctx, subs)
+                ctx._yield = None
             if node.max_in_flight == 1:
                 self._flush(node, ctx, subs, calls)
                 node.contexts.append(ctx)
@@ -280,18 +284,49 @@ class Engine:
                     node.contexts.append(ready_ctx)
                     node.next_flush += 1
             self.schedule(node, subs)
-            self._try_close(node, subs)
-            self._bump()
-        self._dispatch(subs, calls)
+            if node.closable or self.halted:
+                self._try_close(node, subs)
+            self.generation += 1
+            if self.waiters:
+                self.changed.notify_all()
+        wake = self.wakeup
+        if wake is not None:
+            wake()
+        if calls:
+            self._call_observers(calls)
+        for executor, task, arg in subs:
+            executor.submit(task, arg)
 
-    def _dispatch(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
-        """Outside the lock: call observers, then hand claimed work to executors."""
+    def _fail_invocation(self, node: Node, ctx: Context, err: BaseException | None, text: str,
+                         subs: list[Submission]) -> None:
+        """Discard a failed invocation's output; skip it or fail the graph; lock held."""
+        for out in ctx._out:
+            out.clear()
+        ctx._bounds = None
+        ctx._error_text = None
+        node.errors += 1
+        if node.on_error_skip:
+            if _is_power_of_two(node.errors):
+                log.warning("node `%s`: skipping a failed packet (on_error=skip), %d so far: %s",
+                            node.name, node.errors, text)
+            return
+        self.record_error(node, err, text)
+        for other in self.nodes:
+            if other is not node:
+                self._try_close(other, subs)
+
+    def _call_observers(self, calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
         for fn, packet in calls:
             try:
                 fn(packet)
             except Exception as exc:  # an observer's failure must not break the graph
                 log.warning("observer %r failed: %r", fn, exc)
         calls.clear()  # hold no packet while downstream work runs (in-place writes need that)
+
+    def _dispatch(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Outside the lock: call observers, then hand claimed work to executors."""
+        if calls:
+            self._call_observers(calls)
         for executor, task, arg in subs:
             executor.submit(task, arg)
 
@@ -300,6 +335,10 @@ class Engine:
         """Deliver a finished invocation's staging, port by port; caller holds the lock."""
         discard = self.error is not None or self.cancelled
         bounds = ctx._bounds
+        if bounds is not None:
+            ctx._bounds = None
+        if ctx._done is not None:
+            ctx._done = None
         in_ts = ctx._ts
         for o, staged in enumerate(ctx._out):
             edge = node.out_edges[o]
@@ -326,7 +365,7 @@ class Engine:
             for p in packets:
                 calls.append((fn, p))
         last = packets[-1]._ts
-        b = next_allowed(last)
+        b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
         for port in edge.consumers:
             q = port.queue
             if port.is_back:
@@ -348,7 +387,8 @@ class Engine:
                 if b > port.bound:
                     port.bound = b
             self.schedule(port.node, subs)
-        self._publish(edge, b, calls)
+        if b > edge.published:
+            self._publish(edge, b, calls)
 
     def _advance(self, edge: Edge, b: int, subs: list[Submission],
                  calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
@@ -416,6 +456,7 @@ class Engine:
         if not (self.error is not None or self.cancelled or node.may_close()):
             return
         node.close_started = True
+        node.claimable = False
         self.busy += 1
         ctx = node.contexts.pop()
         ctx._reset_for(TS_DONE, PHASE_CLOSE)
@@ -466,6 +507,10 @@ class Engine:
             port.closed = True
             if not port.is_back:
                 port.bound = TS_DONE
+                node = port.node
+                node.closed_fwd += 1
+                if node.closed_fwd == len(node.fwd):
+                    node.closable = True
             self.schedule(port.node, subs)
             self._try_close(port.node, subs)
         self._publish(edge, TS_DONE, calls)
@@ -577,11 +622,21 @@ class Engine:
                 msg = "timed out"
                 raise Timeout(msg)
             slice_s = min(slice_s, remaining)
-        self.changed.wait(slice_s)
+        self.waiters += 1
+        try:
+            self.changed.wait(slice_s)
+        finally:
+            self.waiters -= 1
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume claiming; lock held."""
+        self.paused = paused
+        self.halted = paused or self.cancelled or self.error is not None
 
     def _bump(self) -> None:
         self.generation += 1
-        self.changed.notify_all()
+        if self.waiters:
+            self.changed.notify_all()
         cb = self.wakeup
         if cb is not None:
             cb()
@@ -625,8 +680,10 @@ class Engine:
         with self.lock:
             if self.cancelled or self.state in (INITIALIZED, CREATED):
                 self.cancelled = True
+                self.halted = True
                 return
             self.cancelled = True
+            self.halted = True
             for node in self.nodes:
                 if node.waiting:
                     node.waiting = False

@@ -16,6 +16,7 @@ from .._types import PathLike
 from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
 from ..kernels._context import PHASE_OPEN
 from ..packets import Packet, new_buffer, to_packet
+from ._async import AsyncDriver, AsyncOutputEvents, run_async
 from ._build import build_engine
 from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
 from ._io import Input, Poller
@@ -80,6 +81,7 @@ class Graph:
         self._inputs = {name: Input(self._engine, self._engine.edges[name]) for name in plan.graph_inputs}
         self._pollers: list[Poller] = []
         self._closed = False
+        self._driver: AsyncDriver | None = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -168,6 +170,7 @@ class Graph:
                 for staged in ctx._out:
                     staged.clear()
             node.opened = True
+            node.claimable = True
         used = {id(n.executor) for n in engine.nodes}
         for ex in engine.executors:
             if id(ex) in used:
@@ -190,6 +193,9 @@ class Graph:
             return
         self._closed = True
         engine = self._engine
+        if self._driver is not None:
+            self._driver.stop()
+        engine.wakeup = None
         if engine.state in (RUNNING, DRAINING):
             engine.cancel()
             deadline = time.monotonic() + 5.0
@@ -198,7 +204,9 @@ class Graph:
                     with engine.lock:
                         if engine.state == TERMINATED or engine.idle():
                             break
+                        engine.waiters += 1
                         engine.changed.wait(0.01)
+                        engine.waiters -= 1
         engine.shutdown()
 
     def reset(self) -> None:
@@ -211,7 +219,7 @@ class Graph:
             engine.error = None
             engine.error_text = ""
             engine.cancelled = False
-            engine.paused = False
+            engine.set_paused(False)
             for node in engine.nodes:
                 node.reset()
             for edge in engine.edges.values():
@@ -261,6 +269,32 @@ class Graph:
             if observe_timestamp_bounds:
                 edge.bound_observers.append(fn)
 
+    def events(self, port: str) -> AsyncOutputEvents:
+        """``async for`` over graph output ``port``: ``PacketEvent``, ``TimestampBoundEvent``, then
+        ``DoneEvent``. Call before ``start``; iterating starts the graph on the running loop."""
+        poller = self.add_poller(port, observe_timestamp_bounds=True)
+        return AsyncOutputEvents(self, self._async_driver(), poller)
+
+    async def run_async(self, *, timeout: float | None = None, cancel_grace: float = 0.0) -> None:
+        """Start (if needed) and drive the graph from asyncio until it terminates.
+
+        On ``timeout`` the graph is cancelled, given ``cancel_grace`` seconds to finish, and
+        ``Timeout`` is raised; task cancellation does the same and re-raises.
+        """
+        await run_async(self, self._async_driver(), timeout, cancel_grace)
+
+    def _async_driver(self) -> AsyncDriver:
+        if self._driver is None:
+            self._driver = AsyncDriver(self)
+        return self._driver
+
+    def set_wakeup_callback(self, fn: Callable[[], object] | None) -> None:
+        """Install the one wakeup callback: called from engine threads when the graph made
+        progress (coalesce it; then call ``pump_step`` from your loop). ``None`` removes it."""
+        self._engine.wakeup = fn  # type: ignore[assignment]
+        if fn is not None:
+            fn()
+
     # -- inputs --------------------------------------------------------------------------------
 
     def input(self, port: str) -> Input:
@@ -309,14 +343,14 @@ class Graph:
     def pause(self) -> None:
         """Stop claiming new invocations (sends still queue) until ``resume``."""
         with self._engine.lock:
-            self._engine.paused = True
+            self._engine.set_paused(True)
 
     def resume(self) -> None:
         """Undo ``pause`` and rescan every node."""
         engine = self._engine
         subs: list[Submission] = []
         with engine.lock:
-            engine.paused = False
+            engine.set_paused(False)
             for node in engine.nodes:
                 engine.schedule(node, subs)
                 engine._try_close(node, subs)

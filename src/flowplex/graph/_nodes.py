@@ -107,7 +107,7 @@ class Node:
                  "next_flush", "on_error_skip", "opened", "out_edges", "packets_in", "packets_out", "pending",
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
-                 "side_required", "copies")
+                 "side_required", "copies", "claimable", "closable", "closed_fwd")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -152,6 +152,11 @@ class Node:
         """Back to the state before ``start`` (kernel instance and ``opened`` are kept)."""
         self.close_started = False
         self.closed = False
+        self.claimable = self.opened
+        """``opened and not close_started``: may be claimed (one check on the hot path)."""
+        self.closable = False
+        """Every forward input closed (or ``source_done``): worth a close check."""
+        self.closed_fwd = 0
         self.in_flight = 0
         self.seq = 0
         self.next_flush = 0

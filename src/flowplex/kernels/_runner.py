@@ -7,6 +7,7 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any, final
 
+from .._log import kernel_log
 from .._timestamps import TS_UNSET, TS_UNSTARTED
 from ..errors import ConfigError, KernelError, StateError
 from ..graph._spec import PortSpec
@@ -67,8 +68,9 @@ class KernelRunner:
         self._options: Any = None
         self._info = NodeInfo(
             name="kernel_runner", kernel_name=kernel, inputs=self._inputs, outputs=self._outputs,
-            is_source=input_ports == 0,
+            is_source=input_ports == 0, counter_add=self._counter_add, log=kernel_log,
         )
+        self._counters: dict[str, int] = {}
         self._ctx = Context(self._info)
         self._ctx._owner = self
         self._pending: list[Packet | None] = [None] * input_ports
@@ -79,6 +81,13 @@ class KernelRunner:
             self.set_options(options)
         for name, value in (side_packets or {}).items():
             self.set_side_packet(name, value)
+
+    def _counter_add(self, name: str, delta: int) -> None:
+        self._counters[name] = self._counters.get(name, 0) + delta
+
+    def counter_value(self, name: str) -> int:
+        """Value of a counter the kernel added to with ``cc.counter_add`` (0 if unset)."""
+        return self._counters.get(name, 0)
 
     def set_options(self, options: Any) -> None:
         """Replace the kernel's options (any JSON-serialisable value); before ``start``."""
@@ -146,6 +155,7 @@ class KernelRunner:
                        f"actual {type_name(packet._tid)}")
                 raise ValueError(msg)
             ctx._in[i] = packet
+        del packet  # hold no extra reference: take_input + make_mutable may then write in place
         self._pending = [None] * len(self._pending)
         try:
             self._call("process", ctx)

@@ -5,14 +5,18 @@ Numeric rules shared by Cast, Affine, Clamp and Reduce (lm-flow's, so outputs ma
 * Input buffers must be C-contiguous ("input buffer must be contiguous"); anything but a buffer
   fails with "input is not a buffer".
 * Every element goes through a float64 (so int64 values beyond 2**53 lose precision, as in
-  lm-flow), is computed there, and is stored into the output dtype:
+  lm-flow), is computed there, and is stored into the output dtype (a plain Cast uses numpy's
+  direct cast wherever that provably gives the same values, which is several times faster):
 
   - float targets round to nearest even directly from the float64 (no double rounding through
     float32) and overflow to ±inf: for float16, 65519 → 65504 (the largest finite half) and
     65520 → inf; NaN and ±inf are kept;
   - integer targets round half to even, then saturate to the target's range (±inf and values
-    beyond it go to its min/max). NaN becomes 0: lm-flow leaves NaN to C++'s undefined
-    float-to-int conversion, which gives 0 or the type's minimum depending on the width.
+    beyond it go to its min/max). NaN becomes 0. lm-flow leaves NaN and int64 overflow to C++'s
+    undefined float-to-int conversion (on x86: 0 for 8/16-bit targets, the minimum for i32/i64,
+    and 2**63 and above become the int64 minimum); flowplex saturates instead.
+
+NaN payload bits are numpy's (a signalling NaN stays signalling); lm-flow quiets them.
 
 All of it is vectorised numpy; no Python loop touches elements.
 """
@@ -20,7 +24,7 @@ All of it is vectorised numpy; no Python loop touches elements.
 from __future__ import annotations
 
 import math
-from typing import Final, TypeAlias, final
+from typing import Final, TypeAlias, cast, final
 
 import numpy as np
 import numpy.typing as npt
@@ -107,16 +111,29 @@ def _contiguous_input(cc: Context) -> Array:
     return arr
 
 
+def _ieee() -> np.errstate:
+    """Silence numpy's floating-point warnings for one computation.
+
+    Overflow to ±inf, ``inf * 0 = NaN`` and signalling NaNs turning quiet are the IEEE results
+    these kernels are meant to produce (as lm-flow's C++ does), not events to warn about.
+    A fresh object each time: ``np.errstate`` instances must not be shared between threads.
+    """
+    return np.errstate(over="ignore", invalid="ignore")
+
+
 def store_f64(x: F64Array, out: Array) -> None:
     """Store float64 values into ``out`` with lm-flow's conversion rules (see the module doc).
 
     ``x`` is scratch: it may be modified. ``out`` has ``x``'s shape and any of the nine dtypes.
     """
+    with _ieee():
+        _store_f64(x, out)
+
+
+def _store_f64(x: F64Array, out: Array) -> None:
     if out.dtype.kind == "f":
-        # numpy's float64 -> float16/32 cast is IEEE round-to-nearest-even from the double itself;
-        # overflow to inf is the intended result, not a warning.
-        with np.errstate(over="ignore"):
-            np.copyto(out, x, casting="unsafe")
+        # numpy's float64 -> float16/32 cast is IEEE round-to-nearest-even from the double itself.
+        np.copyto(out, x, casting="unsafe")
         return
     np.rint(x, out=x)
     np.copyto(x, 0.0, where=np.isnan(x))
@@ -132,10 +149,27 @@ def store_f64(x: F64Array, out: Array) -> None:
         np.copyto(out, x, casting="unsafe")
 
 
-def _emit_converted(cc: Context, x: F64Array, dtype: np.dtype[np.generic]) -> None:
-    """Emit ``x`` converted to ``dtype`` in a new engine buffer, at the input timestamp."""
+def _exact_direct(src: np.dtype[np.generic], dst: np.dtype[np.generic]) -> bool:
+    """Whether numpy's direct ``src`` → ``dst`` cast gives what the route through float64 gives.
+
+    True for float targets (every source but int64 is exact in a double, so both round once,
+    to nearest even) and for integer targets that hold every ``src`` value. int64 sources keep
+    lm-flow's route through a double, which rounds beyond 2**53.
+    """
+    return src != np.int64 and (dst.kind == "f" or np.can_cast(src, dst, "safe"))
+
+
+def _emit_converted(cc: Context, x: Array, dtype: np.dtype[np.generic], *, scratch: bool = False) -> None:
+    """Emit ``x`` converted to ``dtype`` in a new engine buffer, at the input timestamp.
+
+    ``x`` is only read, unless ``scratch`` says it is the caller's float64 temporary.
+    """
     packet, out = cc.new_buffer(x.shape, dtype)
-    store_f64(x, out)
+    with _ieee():
+        if _exact_direct(x.dtype, out.dtype):
+            np.copyto(out, x, casting="unsafe")
+        else:
+            _store_f64(cast("F64Array", x) if scratch else x.astype(np.float64), out)
     del out  # the emitted packet must be the only holder of its memory
     cc.emit(0, packet)
 
@@ -156,7 +190,9 @@ class InvertKernel(Kernel):
     buffer is inverted in place, without a copy, when this node holds the only reference;
     when another consumer shares the packet (a fan-out) or the host still owns the numpy
     array, it works on a private contiguous copy and the others see the original. Emits the
-    packet with its own timestamp. Other dtypes, 1-d buffers and non-buffers fail.
+    packet with its own timestamp. Other dtypes, 1-d buffers and non-buffers fail. Every
+    byte is inverted whatever the ndim (lm-flow's loop covers only ``shape[1] * shape[2]``
+    bytes per row, which leaves part of 4-d and larger buffers untouched).
     """
 
     @staticmethod
@@ -248,7 +284,7 @@ class CastKernel(Kernel):
 
     def process(self, cc: Context) -> None:
         arr = _contiguous_input(cc)
-        _emit_converted(cc, arr.astype(np.float64), self._dtype)
+        _emit_converted(cc, arr, self._dtype)
 
 
 @final
@@ -281,11 +317,11 @@ class AffineKernel(Kernel):
 
     def process(self, cc: Context) -> None:
         arr = _contiguous_input(cc)
-        x = arr.astype(np.float64)
-        with np.errstate(over="ignore", invalid="ignore"):  # inf * 0 is NaN, as in C
+        with _ieee():
+            x = arr.astype(np.float64)
             x *= self._scale
             x += self._shift
-        _emit_converted(cc, x, arr.dtype if self._dtype is None else self._dtype)
+        _emit_converted(cc, x, arr.dtype if self._dtype is None else self._dtype, scratch=True)
 
 
 @final
@@ -314,10 +350,11 @@ class ClampKernel(Kernel):
 
     def process(self, cc: Context) -> None:
         arr = _contiguous_input(cc)
-        x = arr.astype(np.float64)
-        np.maximum(x, self._lo, out=x)
-        np.minimum(x, self._hi, out=x)
-        _emit_converted(cc, x, arr.dtype)
+        with _ieee():
+            x = arr.astype(np.float64)
+            np.maximum(x, self._lo, out=x)
+            np.minimum(x, self._hi, out=x)
+        _emit_converted(cc, x, arr.dtype, scratch=True)
 
 
 _REDUCE_OPS: Final = ("sum", "mean", "min", "max")
@@ -353,7 +390,9 @@ class ReduceKernel(Kernel):
 
     def process(self, cc: Context) -> None:
         arr = _contiguous_input(cc)
-        cc.emit(0, _reduce(arr, self._op))
+        with _ieee():
+            result = _reduce(arr, self._op)
+        cc.emit(0, result)
 
 
 def _reduce(arr: Array, op: str) -> float:
@@ -364,8 +403,6 @@ def _reduce(arr: Array, op: str) -> float:
         return float(np.fmax.reduce(x, initial=-math.inf))
     if op == "min":
         return float(np.fmin.reduce(x, initial=math.inf))
-    # accumulate is a strictly sequential sum (np.sum is pairwise and would differ in the last
-    # bits); overflow to inf and inf - inf = NaN are results here, not warnings.
-    with np.errstate(over="ignore", invalid="ignore"):
-        total = float(np.add.accumulate(x, out=x)[-1])
+    # accumulate is a strictly sequential sum (np.sum is pairwise and would differ in the last bits)
+    total = float(np.add.accumulate(x, out=x)[-1])
     return total / x.size if op == "mean" else total

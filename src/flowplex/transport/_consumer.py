@@ -184,6 +184,8 @@ class Consumer:
 
     def _find(self) -> _Lane | None:
         """The next lane, round-robin, whose producer published beyond our head."""
+        if self._load(L.W_REGISTRY_GEN) != self._gen:
+            self._sync_registry()
         order = self._order
         n = len(order)
         load = self._load

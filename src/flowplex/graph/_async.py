@@ -1,0 +1,187 @@
+"""asyncio integration: one driver task per graph pumps it when the engine signals progress.
+
+The engine calls a wakeup callback (from any thread) when something progressed; the driver
+turns that into ``loop.call_soon_threadsafe(event.set)``, coalesced so a busy graph costs one
+hand-off per batch of progress, not one per packet. No polling timers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import warnings
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+from .._events import DoneEvent, OutputEvent, PacketEvent, TimestampBoundEvent
+from .._timestamps import TS_DONE
+from ..errors import StateError, Timeout
+from ._engine import TERMINATED
+
+if TYPE_CHECKING:
+    from ._graph import Graph
+    from ._io import Poller
+
+__all__ = ["AsyncDriver", "AsyncOutputEvents"]
+
+
+class AsyncDriver:
+    """Pumps one graph from an asyncio loop; shared by ``run_async`` and every ``events``."""
+
+    def __init__(self, graph: Graph) -> None:
+        self._graph = graph
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._event: asyncio.Event | None = None
+        self._changed: asyncio.Condition | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._pending = False
+        self._lock = threading.Lock()
+
+    def ensure_running(self) -> asyncio.Task[None]:
+        """Start the drive task on the running loop (starting the graph if needed)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is not None and self._loop is not loop:
+            msg = "this graph is already driven by another event loop"
+            raise RuntimeError(msg)
+        if self._task is not None:
+            return self._task
+        graph = self._graph
+        if graph.state == 0:
+            msg = "the graph is not initialized"
+            raise StateError(msg)
+        self._loop = loop
+        self._event = asyncio.Event()
+        self._changed = asyncio.Condition()
+        graph._engine.wakeup = self._wakeup
+        if graph.state == 1:
+            graph.start()
+        self._task = loop.create_task(self._drive(), name="flowplex-driver")
+        return self._task
+
+    def _wakeup(self) -> None:
+        # Any engine thread. Coalesced: one call_soon_threadsafe until the driver runs again.
+        with self._lock:
+            if self._pending:
+                return
+            self._pending = True
+        loop, event = self._loop, self._event
+        if loop is not None and event is not None:
+            try:
+                loop.call_soon_threadsafe(event.set)
+            except RuntimeError:  # the loop is closed
+                pass
+
+    async def _drive(self) -> None:
+        engine = self._graph._engine
+        event = self._event
+        changed = self._changed
+        if event is None or changed is None:  # pragma: no cover - set by ensure_running
+            return
+        try:
+            while True:
+                event.clear()
+                with self._lock:
+                    self._pending = False
+                while engine.pump_step():
+                    pass
+                async with changed:
+                    changed.notify_all()
+                if engine.state == TERMINATED:
+                    return
+                if not event.is_set():
+                    # Check at most every 50 ms as well: a stall or a closing scan needs no wakeup.
+                    try:
+                        await asyncio.wait_for(event.wait(), 0.05)
+                    except TimeoutError:
+                        pass
+        finally:
+            engine.wakeup = None
+            async with changed:
+                changed.notify_all()
+
+    async def wait_change(self) -> None:
+        """Wait for the driver's next publication."""
+        changed = self._changed
+        if changed is None:
+            return
+        async with changed:
+            try:  # bounded: a publication just missed costs at most one slice, never a hang
+                await asyncio.wait_for(changed.wait(), 0.1)
+            except TimeoutError:
+                pass
+
+    def stop(self) -> None:
+        """Cancel the drive task (``Graph.close``)."""
+        task, self._task = self._task, None
+        self._graph._engine.wakeup = None
+        if task is not None and not task.done():
+            task.cancel()
+
+
+async def run_async(graph: Graph, driver: AsyncDriver, timeout: float | None, cancel_grace: float) -> None:
+    """``Graph.run_async``: drive until terminated, then raise the graph's error if any."""
+    if timeout is not None and timeout < 0:
+        msg = "run_async: timeout must be >= 0"
+        raise ValueError(msg)
+    if cancel_grace < 0:
+        msg = "run_async: cancel_grace must be >= 0"
+        raise ValueError(msg)
+    task = driver.ensure_running()
+    try:
+        await asyncio.wait_for(asyncio.shield(task), timeout)
+    except TimeoutError:
+        await _cancel_and_grace(graph, task, cancel_grace, "run_async timeout")
+        msg = f"run_async timed out after {timeout} seconds"
+        raise Timeout(msg) from None
+    except asyncio.CancelledError:
+        await _cancel_and_grace(graph, task, cancel_grace, "cancellation")
+        raise
+    graph.wait_done()
+
+
+async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float, what: str) -> None:
+    graph.cancel()
+    if grace <= 0:
+        return
+    try:
+        await asyncio.wait_for(asyncio.shield(task), grace)
+    except (TimeoutError, asyncio.CancelledError):
+        warnings.warn(
+            f"{what} grace expired before the graph terminated; Graph.close() will complete synchronous cleanup",
+            RuntimeWarning,
+            stacklevel=3,
+        )
+
+
+class AsyncOutputEvents:
+    """``async for event in graph.events(port)``: packets, bounds, then ``DoneEvent``."""
+
+    def __init__(self, graph: Graph, driver: AsyncDriver, poller: Poller) -> None:
+        self._graph = graph
+        self._driver = driver
+        self._poller = poller
+        self._done = False
+
+    def __aiter__(self) -> AsyncIterator[OutputEvent]:
+        return self
+
+    async def __anext__(self) -> OutputEvent:
+        if self._done:
+            raise StopAsyncIteration
+        task = self._driver.ensure_running()
+        while True:
+            packet = self._poller.try_next()
+            if packet is not None:
+                if not packet.is_empty:
+                    return PacketEvent(packet)
+                if packet.timestamp == TS_DONE:
+                    self._done = True
+                    await asyncio.shield(task)
+                    self._graph.wait_done()
+                    return DoneEvent()
+                return TimestampBoundEvent(packet.timestamp)
+            if task.done():
+                self._done = True
+                self._graph.wait_done()
+                raise StopAsyncIteration
+            await self._driver.wait_change()
