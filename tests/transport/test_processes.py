@@ -35,7 +35,7 @@ def run_stress(producers: int, n: int, *, capacity: int = 1024, weak: bool = Fal
     """4 producer processes x n messages of 1 B..4 KiB, checked end to end by content hash."""
     t0 = time.monotonic()
     with Ring.create(capacity=capacity, full_policy="block", max_producers=producers) as ring:
-        consumer = ring.consumer()
+        consumer = ring.consumer(expect_producers=producers)
         pipes = [CTX.Pipe(duplex=False) for _ in range(producers)]
         procs = [
             CTX.Process(target=_workers.stress_producer, args=(ring.name, k, n, weak, pipes[k][1]))

@@ -88,16 +88,16 @@ class Graph:
     @classmethod
     def from_yaml(cls, yaml: str) -> Graph:
         """Build a graph from YAML text (``include`` needs ``from_yaml_file``)."""
-        from ..config import load_yaml
+        from ..config._load import load_plan
 
-        return cls.from_spec(load_yaml(yaml))
+        return cls(load_plan(yaml), _FACTORY_TOKEN)
 
     @classmethod
     def from_yaml_file(cls, path: PathLike) -> Graph:
         """Build a graph from a YAML file; ``include`` paths are relative to it."""
-        from ..config import load_yaml_file
+        from ..config._load import load_plan_file
 
-        return cls.from_spec(load_yaml_file(path))
+        return cls(load_plan_file(path), _FACTORY_TOKEN)
 
     @classmethod
     def from_spec(cls, spec: GraphSpec) -> Graph:

@@ -125,8 +125,8 @@ class NodeSpec:
 
     @property
     def label(self) -> str:
-        """``path (node 'name')``: the prefix of every error about this node."""
-        return f"{self.path} (node '{self.name}')"
+        """``path (node `name`)``: the prefix of every error about this node (lm-flow's quoting)."""
+        return f"{self.path} (node `{self.name}`)"
 
 
 @dataclass(frozen=True, slots=True)

@@ -145,6 +145,7 @@ class KernelRunner:
         self.start()
         ctx = self._ctx
         ctx._reset_for(timestamp, PHASE_PROCESS)
+        packet: Packet | None = None
         for i, packet in enumerate(self._pending):
             if packet is not None and packet._ts == TS_UNSET:
                 packet._ts = timestamp

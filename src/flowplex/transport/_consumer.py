@@ -67,6 +67,7 @@ class Consumer:
         "_core",
         "_cur",
         "_drop",
+        "_expect",
         "_gen",
         "_last_reap",
         "_lanes",
@@ -80,8 +81,9 @@ class Consumer:
         "_unpack",
     )
 
-    def __init__(self, core: RingCore) -> None:
+    def __init__(self, core: RingCore, expect_producers: int = 1) -> None:
         core.claim_consumer()
+        self._expect = expect_producers
         self._core = core
         self._mm = core.mm
         self._mask = core.mask
@@ -414,7 +416,7 @@ class Consumer:
 
     def _ended(self) -> bool:
         load = self._load
-        if load(L.W_PRODUCERS_EVER) == 0:
+        if load(L.W_PRODUCERS_EVER) < self._expect:
             return False
         core = self._core
         for lane in self._order:

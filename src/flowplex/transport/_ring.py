@@ -31,7 +31,7 @@ import enum
 import logging
 from typing import Final, final
 
-from ..errors import UsageError
+from ..errors import ClosedError, UsageError
 from . import _layout as L
 from ._consumer import Consumer
 from ._core import RingCore, this_process
@@ -216,25 +216,33 @@ class Ring:
         """
         self._check_open()
         p = Producer(self._core)
+        self._children = [c for c in self._children if not c.closed]
         self._children.append(p)
         return p
 
-    def consumer(self) -> Consumer:
+    def consumer(self, *, expect_producers: int = 1) -> Consumer:
         """Register as the ring's consumer (there is one at a time, in any process).
 
+        Args:
+            expect_producers: ``recv`` raises ``EndOfStream`` only after at least this many
+                producers have registered (since the ring was created) and all have closed.
+                Producers register when they start, so with several processes starting at
+                different times, pass their number; the default suits one producer.
+
         Raises:
-            UsageError: another live consumer is registered.
+            UsageError: another live consumer is registered, or a bad ``expect_producers``.
             ClosedError: this handle is closed.
         """
         self._check_open()
-        c = Consumer(self._core)
+        if not isinstance(expect_producers, int) or expect_producers < 1:
+            msg = f"consumer(expect_producers={expect_producers!r}): expected a positive int"
+            raise UsageError(msg)
+        c = Consumer(self._core, expect_producers)
         self._children.append(c)
         return c
 
     def _check_open(self) -> None:
         if self._core.closed:
-            from ..errors import ClosedError
-
             msg = f"ring {self.name!r} is closed"
             raise ClosedError(msg)
 
