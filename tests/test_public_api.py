@@ -7,7 +7,8 @@ import flowplex
 LMFLOW_ALL = {
     "Kernel", "kernel", "Graph", "KernelRunner", "Packet", "Context", "Contract", "Input", "Poller",
     "OutputEvent", "PacketEvent", "TimestampBoundEvent", "DoneEvent", "LogLevel", "CloseReason",
-    "GraphState", "AsyncOutputEvents", "DotView", "Timeout", "KernelError", "has_cv_test_kernels", "register_cv_test_kernels", "type_id",
+    "GraphState", "AsyncOutputEvents", "DotView", "Timeout", "KernelError", "has_cv_test_kernels",
+    "register_cv_test_kernels", "type_id",
     "type_name", "set_log_callback", "TS_UNSET", "TS_PRE_STREAM", "TS_POST_STREAM", "TS_DONE", "INVALID_ID",
 }
 
@@ -50,7 +51,7 @@ def test_exceptions_keep_lmflow_builtin_bases() -> None:
 def test_graph_has_no_public_constructor() -> None:
     import pytest
 
-    with pytest.raises(TypeError, match="Graph.from_yaml"):
+    with pytest.raises(TypeError, match=r"Graph\.from_yaml"):
         flowplex.Graph()
 
 

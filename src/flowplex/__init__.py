@@ -6,6 +6,7 @@ Programs written for lm-lmflow run unchanged after ``import flowplex as lmflow``
 
 from __future__ import annotations
 
+import contextlib
 from typing import Final
 
 from . import errors as errors
@@ -45,9 +46,9 @@ from .kernels import Context as Context
 from .kernels import Contract as Contract
 from .kernels import Kernel as Kernel
 from .kernels import KernelRunner as KernelRunner
+from .kernels import _builtins  # noqa: F401  (registers the 18 built-in kernels)
 from .kernels import kernel as kernel
 from .kernels import registered_kernels as registered_kernels
-from .kernels import _builtins  # noqa: F401  (registers the 18 built-in kernels)
 from .packets import Packet as Packet
 from .packets import register_type_descriptor as register_type_descriptor
 from .packets import type_id as type_id
@@ -123,10 +124,8 @@ def _set_public_module() -> None:
     for name in __all__:
         obj = globals().get(name)
         if isinstance(obj, type) and obj.__module__.startswith("flowplex."):
-            try:
+            with contextlib.suppress(TypeError):
                 obj.__module__ = "flowplex"
-            except TypeError:
-                pass
 
 
 _set_public_module()

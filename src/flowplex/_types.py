@@ -11,7 +11,7 @@ Timestamp: TypeAlias = int
 PathLike: TypeAlias = str | os.PathLike[str]
 """A filesystem path as users pass it."""
 
-OptionValue: TypeAlias = None | bool | int | float | str | list["OptionValue"] | dict[str, "OptionValue"]
+OptionValue: TypeAlias = bool | int | float | str | list["OptionValue"] | dict[str, "OptionValue"] | None
 """A node's ``options`` subtree, as parsed from YAML."""
 
 MetadataValue: TypeAlias = bool | int | float | str

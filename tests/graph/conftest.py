@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
+from typing import ClassVar
 
 import pytest
 
@@ -77,7 +78,7 @@ class TCount(flowplex.Kernel):
 class TRecorder(flowplex.Kernel):
     """Records lifecycle calls and thread names into class-level lists."""
 
-    events: list[tuple[str, str, int]] = []
+    events: ClassVar[list[tuple[str, str, int]]] = []
     lock = threading.Lock()
 
     def open(self, cc: flowplex.Context) -> None:

@@ -225,7 +225,7 @@ output_ports: [y]
 
 def test_misuse_gets_clear_exceptions() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
-        with pytest.raises(RuntimeError, match="before Graph.start"):
+        with pytest.raises(RuntimeError, match=r"before Graph\.start"):
             g.send("x", 1, ts=0)
         with pytest.raises(KeyError, match="not a graph input port"):
             g.input("nope")
@@ -425,9 +425,9 @@ nodes:
 input_ports: [x]
 output_ports: [y]
 """
-    with flowplex.Graph.from_yaml(text) as g:
-        with pytest.raises(ValueError, match="missing required side packet `calib`.*node `n`"):
-            g.start()
+    missing = r"missing required side packet `calib`.*node `n`"
+    with flowplex.Graph.from_yaml(text) as g, pytest.raises(ValueError, match=missing):
+        g.start()
     with flowplex.Graph.from_yaml(text) as g:
         g.set_side_packet("calib", 100)
         out = g.add_poller("y")
@@ -495,7 +495,8 @@ output_ports: [y]
         g.start()
         g.send("x", "not an int", ts=0)
         g.close_all_inputs()
-        with pytest.raises(flowplex.KernelError, match="input port `x` type mismatch: contract declares I64, actual Str"):
+        expected = r"input port `x` type mismatch: contract declares I64, actual Str"
+        with pytest.raises(flowplex.KernelError, match=expected):
             g.wait_done(timeout=5)
 
 

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import flowplex
 from hypothesis import given
 from hypothesis import strategies as st
 
+import flowplex
 import tests.graph.conftest  # noqa: F401  (registers TForward, TAddPair)
 
 PLACEMENT = {
@@ -32,7 +32,9 @@ def chain_yaml(depth: int, executor: str) -> str:
     executor=st.sampled_from(sorted(PLACEMENT)),
     values=st.data(),
 )
-def test_chain_preserves_every_packet_in_order(stamps: list[int], depth: int, executor: str, values: st.DataObject) -> None:
+def test_chain_preserves_every_packet_in_order(
+    stamps: list[int], depth: int, executor: str, values: st.DataObject
+) -> None:
     payload = [values.draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)) for _ in stamps]
     with flowplex.Graph.from_yaml(chain_yaml(depth, executor)) as g:
         out = g.add_poller(f"e{depth}")

@@ -14,7 +14,7 @@ SHM = "/dev/shm"
 
 def ring_segments() -> set[str]:
     """Names of every flowplex ring segment currently in /dev/shm."""
-    return {n for n in os.listdir(SHM) if n.startswith("flowplex-ring-") or n.startswith("fpx-test-")}
+    return {n for n in os.listdir(SHM) if n.startswith(("flowplex-ring-", "fpx-test-"))}
 
 
 @pytest.fixture(autouse=True)

@@ -22,10 +22,10 @@ from flowplex.transport import (
     FullPolicy,
     Ring,
     RingStats,
+    _ordering,
     make_batch,
     messages_from_rows,
 )
-from flowplex.transport import _ordering
 
 
 @pytest.fixture
@@ -79,9 +79,8 @@ def test_bad_names(name: str) -> None:
 
 
 def test_duplicate_name_and_missing_ring() -> None:
-    with Ring.create(capacity=2, name="fpx-test-dup"):
-        with pytest.raises(UsageError, match=r"exists; use Ring.attach"):
-            Ring.create(capacity=2, name="fpx-test-dup")
+    with Ring.create(capacity=2, name="fpx-test-dup"), pytest.raises(UsageError, match=r"exists; use Ring.attach"):
+        Ring.create(capacity=2, name="fpx-test-dup")
     with pytest.raises(UsageError, match=r"Ring.attach\(name='fpx-test-dup'\): no such ring"):
         Ring.attach("fpx-test-dup")
 

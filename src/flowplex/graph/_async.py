@@ -8,6 +8,7 @@ hand-off per batch of progress, not one per packet. No polling timers.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import warnings
 from collections.abc import AsyncIterator
@@ -66,10 +67,8 @@ class AsyncDriver:
             self._pending = True
         loop, event = self._loop, self._event
         if loop is not None and event is not None:
-            try:
+            with contextlib.suppress(RuntimeError):  # the loop is closed
                 loop.call_soon_threadsafe(event.set)
-            except RuntimeError:  # the loop is closed
-                pass
 
     async def _drive(self) -> None:
         engine = self._graph._engine
@@ -90,10 +89,8 @@ class AsyncDriver:
                     return
                 if not event.is_set():
                     # Check at most every 50 ms as well: a stall or a closing scan needs no wakeup.
-                    try:
+                    with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(event.wait(), 0.05)
-                    except TimeoutError:
-                        pass
         finally:
             engine.wakeup = None
             async with changed:
@@ -105,10 +102,9 @@ class AsyncDriver:
         if changed is None:
             return
         async with changed:
-            try:  # bounded: a publication just missed costs at most one slice, never a hang
+            # Bounded: a publication just missed costs at most one slice, never a hang.
+            with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.1)
-            except TimeoutError:
-                pass
 
     def stop(self) -> None:
         """Cancel the drive task (``Graph.close``)."""

@@ -110,7 +110,8 @@ def _check_static_types(plan: GraphPlan, nodes: list[Node]) -> None:
             in_t = consumer.in_types[port_index]
             if in_t and in_t != out_t:
                 msg = (
-                    f"{consumer.spec.path}.input_ports[{port_index}] (node `{consumer.name}`): type mismatch on edge `{name}`: {producer.spec.path} `{producer.name}` output port "
+                    f"{consumer.spec.path}.input_ports[{port_index}] (node `{consumer.name}`): type mismatch on "
+                    f"edge `{name}`: {producer.spec.path} `{producer.name}` output port "
                     f"`{name}` declares {type_name(out_t)}, but node `{consumer.name}` input port "
                     f"`{consumer.inputs[port_index].name}` declares {type_name(in_t)}"
                 )

@@ -27,12 +27,10 @@ from ..errors import (
 )
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, CloseReason, Context
 from ..packets import Packet, type_name
-from ._nodes import BATCH, SYNC_SET, Edge, InPort, Node, batch_plan, next_allowed, ready_ts
-from ._nodes import sync_set_group
+from ._nodes import BATCH, SYNC_SET, Edge, Node, batch_plan, next_allowed, ready_ts, sync_set_group
 
 if TYPE_CHECKING:
     from ..executors import DelegatingExecutor, Executor
-    from ._io import Poller
 
 log = logging.getLogger("flowplex.graph")
 
@@ -528,9 +526,13 @@ class Engine:
         self._dispatch(subs, calls)
 
     def _check_terminated(self) -> None:
-        if self.state in (RUNNING, DRAINING) and all(n.closed for n in self.nodes) and self.busy == 0:
-            if not self.graph_inputs or all(e.closed for e in self.graph_inputs) or self.error or self.cancelled:
-                self.state = TERMINATED
+        if (
+            self.state in (RUNNING, DRAINING)
+            and self.busy == 0
+            and all(n.closed for n in self.nodes)
+            and (all(e.closed for e in self.graph_inputs) or self.error is not None or self.cancelled)
+        ):
+            self.state = TERMINATED
 
     def force_close_all(self) -> None:
         """After an error or cancel: close every idle node (running ones close when they end)."""

@@ -409,7 +409,8 @@ class Graph:
                         engine._check_terminated()
                         if engine.state == TERMINATED:
                             break
-                        raise engine.stall_error("wait_done")
+                        msg_0 = "wait_done"
+                        raise engine.stall_error(msg_0)
                 if not force:
                     engine.wait_change(deadline)
             if force:

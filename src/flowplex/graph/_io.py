@@ -146,7 +146,8 @@ class Poller:
                 if self._queue or self.closed or engine.error is not None:
                     continue
                 if engine.idle() and all(e.closed for e in engine.graph_inputs) and engine.state != 4:
-                    raise engine.stall_error(f"Poller.next on `{self.name}`")
+                    msg_0 = f"Poller.next on `{self.name}`"
+                    raise engine.stall_error(msg_0)
                 try:
                     engine.wait_change(deadline)
                 except Timeout:

@@ -204,9 +204,9 @@ def ready_ts(node: Node) -> int | None:
     if policy == SYNC_SET:
         chosen: int | None = None
         for group in node.sets:
-            t = _sync_ts(group)
-            if t is not None and (chosen is None or t < chosen):
-                chosen = t
+            found = _sync_ts(group)
+            if found is not None and (chosen is None or found < chosen):
+                chosen = found
         return chosen
     return _sync_ts(node.fwd)
 

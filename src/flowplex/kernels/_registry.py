@@ -41,7 +41,7 @@ class Kernel:
     # ``def get_contract(c: Contract) -> None`` (lm-flow's convention).
     get_contract: Callable[[Contract], None] | None = None
 
-    def open(self, cc: Context) -> None:  # noqa: B027 - optional hook, no-op by default
+    def open(self, cc: Context) -> None:
         """Called once before the first ``process``; may read options and side packets."""
 
     def process(self, cc: Context) -> None:
@@ -49,7 +49,7 @@ class Kernel:
         msg = f"{type(self).__name__}.process is not implemented"
         raise NotImplementedError(msg)
 
-    def close(self, cc: Context) -> None:  # noqa: B027 - optional hook, no-op by default
+    def close(self, cc: Context) -> None:
         """Called once at the end; may emit a summary (stamp it explicitly)."""
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable
-from typing import Final
+from typing import Any, Final
 
 from ..graph._spec import NodeSpec, PredicateSpec, RouteSpec
 from ..packets import Packet, clone_owned
 from ._context import Context
 from ._registry import Kernel
 
-_COMPARE: Final[dict[str, Callable[[object, object], bool]]] = {
+_COMPARE: Final[dict[str, Callable[[Any, Any], Any]]] = {
     "eq": operator.eq, "ne": operator.ne, "gt": operator.gt,
     "gte": operator.ge, "lt": operator.lt, "lte": operator.le,
 }
@@ -45,7 +45,7 @@ def evaluate(pred: PredicateSpec, packet: Packet, missing: list[int]) -> bool:
     if kind == "not":
         return not evaluate(pred.children[0], packet, missing)
     if kind == "timestamp":
-        return _COMPARE[pred.op](packet.timestamp, pred.value)
+        return bool(_COMPARE[pred.op](packet.timestamp, pred.value))
     if pred.op == "exists":
         return packet.has_metadata(pred.key)
     actual = packet.metadata(pred.key)
@@ -60,7 +60,7 @@ def evaluate(pred: PredicateSpec, packet: Packet, missing: list[int]) -> bool:
     if _kind(actual) != _kind(pred.value):
         msg = f"cannot compare metadata `{pred.key}` ({_kind(actual)}) with {pred.value!r} ({_kind(pred.value)})"
         raise RouteEvaluationError(msg)
-    return _COMPARE[pred.op](actual, pred.value)
+    return bool(_COMPARE[pred.op](actual, pred.value))
 
 
 def make_route_kernel(spec: NodeSpec) -> type[Kernel]:

@@ -19,9 +19,9 @@ import numpy as np
 
 from ..errors import BrokenError, ClosedError, EndOfStream, Timeout, UsageError, WouldBlock
 from . import _layout as L
+from ._batch import rows_from_messages
 from ._core import RingCore, this_process
 from ._format import AGENT_TYPES
-from ._batch import rows_from_messages
 from ._fragment import cut_points
 from ._message import Message
 from ._wait import Backoff
