@@ -108,6 +108,48 @@ def run(
     typer.echo(f"flowplex: {count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
 
 
+def _check(graph: Path, as_json: bool) -> None:
+    from flowplex.diagnostics import check_config
+
+    if not graph.is_file():
+        typer.echo(f"flowplex: error: no such graph file: {graph}", err=True)
+        raise typer.Exit(2)
+    report = check_config(graph)
+    if as_json:
+        typer.echo(json.dumps(report.to_json(), indent=2))
+    elif report.ok:
+        typer.echo(report.to_text())
+    else:
+        typer.echo(report.to_text(), err=True)
+    raise typer.Exit(report.exit_code)
+
+
+@app.command()
+def check(
+    graph: Annotated[Path, typer.Argument(help="The graph's YAML file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print lm-flow's check-config JSON report.")] = False,
+) -> None:
+    """Validate a graph without running kernels. Exit 0 ok, 1 findings, 2 usage error."""
+    _check(graph, as_json)
+
+
+@app.command("check-config", hidden=True)
+def check_config_alias(
+    graph: Annotated[Path, typer.Argument(help="The graph's YAML file.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the JSON report.")] = False,
+) -> None:
+    """lm-flow's name for ``check``."""
+    _check(graph, as_json)
+
+
+@app.command()
+def schema() -> None:
+    """Print the JSON Schema of the YAML graph format (for editors)."""
+    from flowplex.config import json_schema
+
+    typer.echo(json.dumps(json_schema(), indent=2))
+
+
 def main() -> None:
     """Console-script entry point."""
     try:

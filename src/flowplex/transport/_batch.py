@@ -27,42 +27,50 @@ def make_batch(
     agent_type: int = AgentType.ASSISTANT,
     timestamp_ns: int | None = None,
 ) -> NDArray[np.void]:
-    """Build ``SLOT_DTYPE`` rows for ``Producer.send_many``, one row per payload.
+    """Build ``SLOT_DTYPE`` rows for ``Producer.send_many``: one row per short payload.
 
-    Build a batch once and send it many times, or fill the fields of ``np.zeros(n, SLOT_DTYPE)``
-    directly; either way ``send_many`` costs one bulk copy.
+    A payload longer than 224 bytes becomes several rows (fragments, cut like ``send`` cuts
+    them).  Build a batch once and send it many times, or fill the fields of
+    ``np.zeros(n, SLOT_DTYPE)`` directly; either way ``send_many`` costs one bulk copy.
 
     Args:
-        payloads: Each at most 224 bytes (``str`` is encoded as UTF-8 and flagged as text).
+        payloads: ``bytes`` or ``str`` (encoded as UTF-8 and flagged as text).
         stream_id: Written into every row.
         agent_type: Written into every row.
         timestamp_ns: Written into every row; ``time.time_ns()`` now if omitted.
 
     Raises:
-        UsageError: a payload is longer than one slot, or has another type.
+        UsageError: a payload has another type.
 
-    >>> make_batch([b"a", "b"])["len"].tolist()
-    [1, 1]
+    >>> make_batch([b"a", "b", b"c" * 300])["len"].tolist()
+    [1, 1, 224, 76]
     """
-    out = np.zeros(len(payloads), dtype=L.SLOT_DTYPE)
-    ts = time.time_ns() if timestamp_ns is None else timestamp_ns
+    encoded: list[tuple[bytes, int]] = []
     for j, item in enumerate(payloads):
         if isinstance(item, str):
-            data, flags = item.encode(), L.FLAG_FIRST | L.FLAG_TEXT
+            encoded.append((item.encode(), L.FLAG_TEXT))
         elif isinstance(item, bytes | bytearray | memoryview):
-            data, flags = bytes(item), L.FLAG_FIRST
+            encoded.append((bytes(item), 0))
         else:
             msg = f"make_batch(payloads[{j}]={item!r:.40}): expected bytes or str"
             raise UsageError(msg)
-        if len(data) > L.PAYLOAD_SIZE:
-            msg = f"make_batch(payloads[{j}]=<{len(data)} bytes>): a batch row holds at most {L.PAYLOAD_SIZE} bytes"
-            raise UsageError(msg)
-        out["len"][j] = len(data)
-        out["flags"][j] = flags
-        out["payload"][j, : len(data)] = np.frombuffer(data, dtype=np.uint8)
+    rows: list[tuple[bytes, int, int, int]] = []  # (data, start, end, flags)
+    for data, text in encoded:
+        ends = [len(data)] if len(data) <= L.PAYLOAD_SIZE else cut_points(data)
+        start = 0
+        for i, end in enumerate(ends):
+            flags = text | (L.FLAG_FIRST if i == 0 else 0) | (L.FLAG_CONTINUES if i < len(ends) - 1 else 0)
+            rows.append((data, start, end, flags))
+            start = end
+    out = np.zeros(len(rows), dtype=L.SLOT_DTYPE)
+    payload = out["payload"]
+    for j, (data, start, end, _flags) in enumerate(rows):
+        payload[j, : end - start] = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start)
+    out["len"] = [end - start for _d, start, end, _f in rows]
+    out["flags"] = [flags for *_rest, flags in rows]
     out["stream_id"] = stream_id
     out["agent_type"] = agent_type
-    out["timestamp_ns"] = ts
+    out["timestamp_ns"] = time.time_ns() if timestamp_ns is None else timestamp_ns
     return out
 
 

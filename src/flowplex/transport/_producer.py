@@ -292,12 +292,15 @@ class Producer:
         *,
         timeout: float | None = None,
     ) -> int:
-        """Send a batch; an array of ``SLOT_DTYPE`` rows goes in with one bulk copy.
+        """Send a batch; an array of ``SLOT_DTYPE`` rows goes in with one bulk copy per wrap.
 
-        For an array, each row is one message of at most 224 bytes: ``len``, ``agent_type``,
-        ``stream_id``, ``timestamp_ns`` and ``payload`` are taken from the row; ``seq``,
-        ``msg_id`` and ``flags`` are set here (``FLAG_TEXT`` is kept).  Any other iterable is
-        sent item by item with :meth:`send` defaults.
+        For an array, each row is a slot: ``len``, ``agent_type``, ``stream_id``,
+        ``timestamp_ns``, ``payload`` and the ``FLAG_TEXT`` bit are taken from the row, ``seq``
+        and ``msg_id`` are set here.  Without ``FLAG_CONTINUES`` anywhere, every row is one
+        message.  With it, the rows are fragments (``make_batch`` splits long payloads that
+        way, and ``recv_many`` returns them that way): ``FLAG_FIRST`` starts a message and
+        ``FLAG_CONTINUES`` says another row follows.  A message is published whole or not at
+        all.  Any other iterable is sent item by item with :meth:`send` defaults.
 
         Args:
             items: A ``SLOT_DTYPE`` array (see ``make_batch``) or an iterable of ``bytes``/``str``.
@@ -308,7 +311,8 @@ class Producer:
             that is as many as fit (the rest are counted as rejected).
 
         Raises:
-            UsageError: a row's ``len`` exceeds 224 or its ``agent_type`` 7.
+            UsageError: a row's ``len`` exceeds 224 or its ``agent_type`` 7, or fragment flags
+                that do not form whole messages.
             Timeout, BrokenError, ClosedError: as for :meth:`send`.
         """
         if not isinstance(items, np.ndarray):
@@ -334,8 +338,8 @@ class Producer:
         if int(rows["len"].max()) > L.PAYLOAD_SIZE or int(rows["agent_type"].max()) > 7:
             msg = "send_many(items=...): every row needs len <= 224 and agent_type <= 7"
             raise UsageError(msg)
-        drop = core.policy == L.FULL_POLICY_CODES["drop_oldest"]
-        if drop:
+        ends = _message_ends(rows, core.capacity)  # None: one row per message (the fast case)
+        if core.policy == L.FULL_POLICY_CODES["drop_oldest"]:
             return self._send_array_overwriting(rows)
         backoff = Backoff(timeout)
         sent = 0
@@ -344,50 +348,71 @@ class Producer:
             if room <= 0:
                 self._note_hwm(self._refresh_limit())
                 room = self._limit - self._tail
-            if room <= 0:
+            k = min(room, total - sent)
+            if ends is not None and k > 0:  # publish whole messages only
+                j = int(np.searchsorted(ends, sent + k, side="right")) - 1
+                k = int(ends[j]) - sent if j >= 0 and ends[j] > sent else 0
+            if k <= 0:
+                unsent = total - sent if ends is None else len(ends) - int(np.searchsorted(ends, sent, side="right"))
                 if core.policy == L.FULL_POLICY_CODES["reject"]:
-                    self._count(L.L_REJECTED, total - sent)
+                    self._count(L.L_REJECTED, unsent)
                     break
                 try:
-                    self._wait_for_room(1, backoff, timeout)
+                    need = 1 if ends is None else int(ends[np.searchsorted(ends, sent, side="right")]) - sent
+                    self._wait_for_room(need, backoff, timeout)
                 except BaseException:
-                    self._count(L.L_REJECTED, total - sent)
+                    self._count(L.L_REJECTED, unsent)
                     raise
                 continue
-            k = min(room, total - sent)
-            self._copy_rows(rows[sent : sent + k])
+            self._copy_rows(rows[sent : sent + k], ends is not None)
             sent += k
-            self._store(self._tail_i, self._tail)  # release: publishes the k rows
-        return sent
+            self._store(self._tail_i, self._tail)  # release: publishes the k rows at once
+        if ends is None:
+            return sent
+        return int(np.searchsorted(ends, sent, side="right"))
 
-    def _copy_rows(self, rows: NDArray[np.void]) -> None:
-        """Copy rows into the slots at the tail (wrapping) and stamp seq/msg_id/flags."""
+    def _copy_rows(self, rows: NDArray[np.void], fragments: bool) -> None:
+        """Copy rows into the slots at the tail (wrapping) and stamp seq, msg_id and flags."""
         k = len(rows)
         cap = self._core.capacity
         slots = np.ndarray((cap,), dtype=L.SLOT_DTYPE, buffer=self._mm, offset=self._base)
         t = self._tail
         i = t & self._mask
         first = min(k, cap - i)
-        parts = ((slots[i : i + first], rows[:first], t), (slots[: k - first], rows[first:], t + first))
-        for dst, src, pos in parts:
-            if len(dst) == 0:
+        if fragments:
+            flags = rows["flags"] & (L.FLAG_TEXT | L.FLAG_FIRST | L.FLAG_CONTINUES)
+            starts = (flags & L.FLAG_FIRST) != 0
+            msg_ids = (np.cumsum(starts, dtype=np.uint64) - 1 + self._msg) & _U32
+            messages = int(np.count_nonzero(starts))
+            long = int(np.count_nonzero(starts & ((flags & L.FLAG_CONTINUES) != 0)))
+        else:
+            flags = (rows["flags"] & L.FLAG_TEXT) | L.FLAG_FIRST
+            msg_ids = (np.arange(k, dtype=np.uint64) + self._msg) & _U32
+            messages, long = k, 0
+        for dst, lo, hi in ((slots[i : i + first], 0, first), (slots[: k - first], first, k)):
+            if hi == lo:
                 continue
-            dst[...] = src
-            m = len(dst)
-            dst["seq"] = np.arange(pos, pos + m, dtype=np.uint64)
-            dst["msg_id"] = (np.arange(m, dtype=np.uint64) + (self._msg + pos - t)) & _U32
-            dst["flags"] = (src["flags"] & L.FLAG_TEXT) | L.FLAG_FIRST
-        self._msg = (self._msg + k) & _U32
+            dst[...] = rows[lo:hi]
+            dst["seq"] = np.arange(t + lo, t + hi, dtype=np.uint64)
+            dst["msg_id"] = msg_ids[lo:hi]
+            dst["flags"] = flags[lo:hi]
+            dst["producer_id"] = 0
+        if long:
+            self._count(L.L_EXTRA_SLOTS, k - messages)
+            self._count(L.L_FRAGMENTED, long)
+        self._msg = (self._msg + messages) & _U32
         self._tail = t + k
 
     def _send_array_overwriting(self, rows: NDArray[np.void]) -> int:
-        for row in rows:
-            data = row["payload"][: int(row["len"])].tobytes()
-            flags = int(row["flags"]) & L.FLAG_TEXT | L.FLAG_FIRST
-            self._write_overwriting(
-                data, [len(data)], flags, int(row["stream_id"]), int(row["agent_type"]), int(row["timestamp_ns"])
-            )
-        return len(rows)
+        from ._batch import messages_from_rows
+
+        sent = 0
+        for m in messages_from_rows(rows):
+            ends = [len(m.data)] if len(m.data) <= L.PAYLOAD_SIZE else cut_points(m.data)
+            flags = (m.flags & L.FLAG_TEXT) | L.FLAG_FIRST
+            self._write_overwriting(m.data, ends, flags, m.stream_id, int(m.agent_type), m.timestamp_ns)
+            sent += 1
+        return sent
 
     def close(self) -> None:
         """Tell the consumer this producer is done; idempotent.  Sending afterwards raises."""
@@ -412,6 +437,34 @@ class Producer:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<Producer lane={self.lane} ring={self._core.name!r} {state}>"
+
+
+def _message_ends(rows: NDArray[np.void], capacity: int) -> NDArray[np.intp] | None:
+    """Row index after each message when rows carry fragments; None when every row is one.
+
+    Raises:
+        UsageError: the FIRST/CONTINUES flags do not describe whole messages, or a message
+            needs more slots than a lane has.
+    """
+    cont = (rows["flags"] & L.FLAG_CONTINUES) != 0
+    if not cont.any():
+        return None
+    first = (rows["flags"] & L.FLAG_FIRST) != 0
+    expected = np.empty_like(first)
+    expected[0] = True
+    expected[1:] = ~cont[:-1]
+    if cont[-1] or not np.array_equal(first, expected):
+        msg = (
+            "send_many(items=...): rows with FLAG_CONTINUES must form whole messages: FLAG_FIRST on "
+            "each first fragment, FLAG_CONTINUES on all but each last (make_batch builds them)"
+        )
+        raise UsageError(msg)
+    ends = np.flatnonzero(~cont) + 1
+    longest = int(np.max(np.diff(ends, prepend=0)))
+    if longest > capacity:
+        msg = f"send_many(items=...): a message needs {longest} slots but a lane has {capacity}"
+        raise UsageError(msg)
+    return ends
 
 
 def _coerce(data: object) -> tuple[bytes, int]:
