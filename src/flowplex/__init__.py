@@ -7,7 +7,7 @@ Programs written for lm-lmflow run unchanged after ``import flowplex as lmflow``
 from __future__ import annotations
 
 import contextlib
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from . import errors as errors
 from ._events import DoneEvent as DoneEvent
@@ -36,7 +36,6 @@ from .errors import UnknownKernelError as UnknownKernelError
 from .errors import UnknownPortError as UnknownPortError
 from .errors import UsageError as UsageError
 from .errors import WouldBlock as WouldBlock
-from .graph import AsyncOutputEvents as AsyncOutputEvents
 from .graph import Graph as Graph
 from .graph import GraphState as GraphState
 from .graph import Input as Input
@@ -106,6 +105,21 @@ __all__ = [
     "type_id",
     "type_name",
 ]
+
+
+if TYPE_CHECKING:
+    from .graph._async import AsyncOutputEvents as AsyncOutputEvents
+
+
+def __getattr__(name: str) -> object:
+    # The asyncio integration is imported on first use, keeping `import flowplex` fast.
+    if name == "AsyncOutputEvents":
+        from .graph._async import AsyncOutputEvents
+
+        AsyncOutputEvents.__module__ = "flowplex"
+        return AsyncOutputEvents
+    msg = f"module 'flowplex' has no attribute {name!r}"
+    raise AttributeError(msg)
 
 
 def has_cv_test_kernels() -> bool:

@@ -431,3 +431,41 @@ def test_weak_memory_model_path_round_trips(policy: str) -> None:
         _ordering.set_memory_model(None)
     with pytest.raises(ValueError, match=r"expected 'tso', 'weak' or None"):
         _ordering.set_memory_model("arm")  # type: ignore[arg-type]
+
+
+def test_batches_carry_long_messages_as_fragment_rows() -> None:
+    with Ring.create(capacity=8) as ring, Ring.create(capacity=8) as relay:
+        p, c = ring.producer(), ring.consumer()
+        long = os.urandom(700)  # 4 rows
+        batch = make_batch([b"a", long, "z"])
+        assert len(batch) == 6
+        assert p.send_many(batch) == 3
+        s = ring.stats()
+        assert (s.produced, s.fragmented) == (3, 1)
+        rows = c.recv_many(8, timeout=1)
+        assert [m.data for m in messages_from_rows(rows)] == [b"a", long, b"z"]
+        # recv_many rows can be forwarded as they are
+        rp, rc = relay.producer(), relay.consumer()
+        assert rp.send_many(rows) == 3
+        assert [m.data for m in messages_from_rows(rc.recv_many(8, timeout=1))] == [b"a", long, b"z"]
+        assert ring.stats().consumed == 3
+
+
+def test_fragment_batches_are_rejected_whole_messages_at_a_time() -> None:
+    with Ring.create(capacity=8) as ring:
+        p, c = ring.producer(), ring.consumer()
+        batch = make_batch([b"x" * 600, b"y" * 600, b"z" * 600])  # 3 + 3 + 3 rows
+        assert p.send_many(batch) == 2  # the third does not fit in the 2 slots left
+        assert ring.stats().rejected == 1
+        assert [m.data[:1] for m in messages_from_rows(c.recv_many(8, timeout=1))] == [b"x", b"y"]
+
+
+def test_malformed_fragment_rows_are_refused() -> None:
+    with Ring.create(capacity=8) as ring:
+        p = ring.producer()
+        rows = make_batch([b"x" * 600])
+        rows["flags"][1] |= FLAG_FIRST
+        with pytest.raises(UsageError, match=r"rows with FLAG_CONTINUES must form whole messages"):
+            p.send_many(rows)
+        with pytest.raises(UsageError, match=r"a message needs 9 slots but a lane has 8"):
+            p.send_many(make_batch([b"x" * 224 * 9]))

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from flowplex.errors import EndOfStream, Timeout, UsageError
-from flowplex.transport import PAYLOAD_SIZE, Producer, Ring, messages_from_rows
+from flowplex.transport import PAYLOAD_SIZE, Producer, Ring, make_batch, messages_from_rows
 from flowplex.transport._fragment import cut_points
 
 
@@ -93,6 +93,37 @@ class RingMachine(RuleBasedStateMachine):
                 lane.queue.popleft()
                 self.dropped += 1
             lane.head = max(lane.head, lane.tail - self.capacity)
+
+    @precondition(lambda self: self.policy != "block")
+    @rule(k=st.integers(0, 2), sizes=st.lists(lengths, min_size=1, max_size=6))
+    def send_batch(self, k: int, sizes: list[int]) -> None:
+        """send_many with SLOT_DTYPE rows: whole messages, in order, as many as fit."""
+        k %= len(self.lanes)
+        lane = self.lanes[k]
+        datas = [self._payload(k, n, False) for n in sizes]
+        assert all(isinstance(d, bytes) for d in datas)
+        slots = [len(cut_points(d)) for d in datas]  # type: ignore[arg-type]
+        if max(slots) > self.capacity:
+            with pytest.raises(UsageError, match=r"a message needs \d+ slots"):
+                lane.producer.send_many(make_batch(datas, stream_id=k))
+            return
+        sent = lane.producer.send_many(make_batch(datas, stream_id=k))
+        expected = 0
+        for data, n in zip(datas, slots, strict=True):
+            if self.policy == "reject" and lane.tail + n - lane.head > self.capacity:
+                break
+            lane.queue.append((data, lane.tail))  # type: ignore[arg-type]
+            lane.tail += n
+            self.fragmented += n > 1
+            expected += 1
+            if self.policy == "drop_oldest":
+                while lane.queue and lane.queue[0][1] < lane.tail - self.capacity:
+                    lane.queue.popleft()
+                    self.dropped += 1
+                lane.head = max(lane.head, lane.tail - self.capacity)
+        assert sent == expected
+        self.produced += sent
+        self.rejected += len(datas) - sent
 
     def _deliver(self, producer_id: int, stream_id: int, data: bytes) -> None:
         lanes = [lane for lane in self.lanes if lane.producer.lane == producer_id]

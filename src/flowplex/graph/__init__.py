@@ -1,9 +1,18 @@
 """Graphs: specs, planning, the runtime engine and the public ``Graph`` facade."""
 
-from ._async import AsyncOutputEvents as AsyncOutputEvents
 from ._graph import Graph as Graph
 from ._graph import GraphState as GraphState
 from ._io import Input as Input
 from ._io import Poller as Poller
 
 __all__ = ["AsyncOutputEvents", "Graph", "GraphState", "Input", "Poller"]
+
+
+def __getattr__(name: str) -> object:
+    # asyncio costs ~50 ms to import: load the async part only when it is used.
+    if name == "AsyncOutputEvents":
+        from ._async import AsyncOutputEvents
+
+        return AsyncOutputEvents
+    msg = f"module {__name__!r} has no attribute {name!r}"
+    raise AttributeError(msg)

@@ -16,7 +16,6 @@ from .._types import PathLike
 from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
 from ..kernels._context import PHASE_OPEN
 from ..packets import Packet, new_buffer, to_packet
-from ._async import AsyncDriver, AsyncOutputEvents, run_async
 from ._build import build_engine
 from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
 from ._io import Input, Poller
@@ -26,6 +25,8 @@ from ._spec import GraphSpec
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from ._async import AsyncDriver, AsyncOutputEvents
     import numpy.typing as npt
 
 log = logging.getLogger("flowplex.graph")
@@ -272,6 +273,8 @@ class Graph:
     def events(self, port: str) -> AsyncOutputEvents:
         """``async for`` over graph output ``port``: ``PacketEvent``, ``TimestampBoundEvent``, then
         ``DoneEvent``. Call before ``start``; iterating starts the graph on the running loop."""
+        from ._async import AsyncOutputEvents  # asyncio is imported only by async users
+
         poller = self.add_poller(port, observe_timestamp_bounds=True)
         return AsyncOutputEvents(self, self._async_driver(), poller)
 
@@ -281,10 +284,14 @@ class Graph:
         On ``timeout`` the graph is cancelled, given ``cancel_grace`` seconds to finish, and
         ``Timeout`` is raised; task cancellation does the same and re-raises.
         """
+        from ._async import run_async
+
         await run_async(self, self._async_driver(), timeout, cancel_grace)
 
     def _async_driver(self) -> AsyncDriver:
         if self._driver is None:
+            from ._async import AsyncDriver
+
             self._driver = AsyncDriver(self)
         return self._driver
 
