@@ -93,7 +93,14 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     _check_static_types(plan, nodes)
     for diag in plan.diagnostics:
         log.warning("%s", diag.message)
-    return Engine(nodes, edges, list(plan.graph_inputs), executors, delegating)
+    engine = Engine(nodes, edges, list(plan.graph_inputs), executors, delegating)
+    spec = plan.spec
+    engine.stats_level = "full" if spec.watchdog_ms > 0 else spec.stats
+    engine.watchdog_ns = spec.watchdog_ms * 1_000_000
+    engine.timed = engine.stats_level == "full"
+    if spec.watchdog_ms > 0 and spec.stats != "full":
+        log.info("stats is overridden to full because watchdog_ms > 0")
+    return engine
 
 
 def _check_static_types(plan: GraphPlan, nodes: list[Node]) -> None:

@@ -76,6 +76,12 @@ class Engine:
         self.waiters = 0
         """Host threads inside ``wait_change``; progress notifies only when some wait."""
         self._run = self.run
+        self.stats_level = "basic"
+        self.timed = False
+        """Measure every callback: stats ``full``, a tracer or the watchdog is on."""
+        self.watchdog_ns = 0
+        self.tracer: Callable[[str, str, int, int, int], None] | None = None
+        """``fn(node, callback, ts, start_ns, duration_ns)`` after each measured callback."""
         self.busy = 0
         """Claimed-but-unfinished invocations, pending wakes and running closes."""
         self.counters: dict[str, int] = {}
@@ -221,14 +227,17 @@ class Engine:
         err: BaseException | None = None
         text = _input_type_error(node, ctx) if node.typed_inputs else ""
         if not text:
-            try:
-                node.kernel.process(ctx)
-            except Exception as exc:
-                err = exc
-                text = _describe(exc, ctx)
-            except BaseException:
-                self._abandon(node, ctx)
-                raise
+            if self.timed:
+                err, text = self._timed_call(node, ctx, node.kernel.process)
+            else:
+                try:
+                    node.kernel.process(ctx)
+                except Exception as exc:
+                    err = exc
+                    text = _describe(exc, ctx)
+                except BaseException:
+                    self._abandon(node, ctx)
+                    raise
         # Release inputs before flushing so downstream take_input sees exclusive payloads.
         inputs = ctx._in
         if len(inputs) == 1:
@@ -241,6 +250,34 @@ class Engine:
         if node.typed_outputs and not text:
             text = _output_type_error(node, ctx)
         self._finish(node, ctx, err, text)
+
+    def _timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[Exception | None, str]:
+        """Run a kernel callback measuring it (stats ``full``, tracing, watchdog)."""
+        err: Exception | None = None
+        text = ""
+        start = time.perf_counter_ns()
+        node.running_since = start
+        try:
+            fn(ctx)
+        except Exception as exc:
+            err = exc
+            text = _describe(exc, ctx)
+        except BaseException:
+            node.running_since = 0
+            if fn == node.kernel.process:
+                self._abandon(node, ctx)
+            raise
+        end = time.perf_counter_ns()
+        node.running_since = 0
+        node.record_time(end - start)
+        if self.watchdog_ns and end - start > self.watchdog_ns:
+            log.warning("node `%s`: one %s took %.1f ms, exceeding watchdog %d ms", node.name,
+                        getattr(fn, "__name__", "callback").capitalize(), (end - start) / 1e6,
+                        self.watchdog_ns // 1_000_000)
+        tracer = self.tracer
+        if tracer is not None:
+            tracer(node.name, getattr(fn, "__name__", "process"), ctx._ts, start, end - start)
+        return err, text
 
     def _abandon(self, node: Node, ctx: Context) -> None:
         """A BaseException (Ctrl-C) escaped a kernel: cancel the graph, keep counts straight."""

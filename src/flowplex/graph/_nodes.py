@@ -107,7 +107,8 @@ class Node:
                  "next_flush", "on_error_skip", "opened", "out_edges", "packets_in", "packets_out", "pending",
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
-                 "side_required", "copies", "claimable", "closable", "closed_fwd")
+                 "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
+                 "running_since")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -171,8 +172,20 @@ class Node:
         self.packets_out = 0
         self.skip_warned = 0
         self.copies = 0
+        self.total_ns = 0
+        self.max_ns = 0
+        self.hist = [0] * 32
+        """Power-of-two histogram of callback durations in µs (stats ``full``)."""
+        self.running_since = 0
         for p in self.inputs:
             p.reset()
+
+    def record_time(self, duration_ns: int) -> None:
+        """Account one measured callback (stats ``full``)."""
+        self.total_ns += duration_ns
+        if duration_ns > self.max_ns:
+            self.max_ns = duration_ns
+        self.hist[min(31, (duration_ns // 1000).bit_length())] += 1
 
     @property
     def name(self) -> str:
