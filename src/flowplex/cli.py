@@ -150,6 +150,28 @@ def schema() -> None:
     typer.echo(json.dumps(json_schema(), indent=2))
 
 
+@app.command()
+def demo(
+    duration: Annotated[float, typer.Option(help="Seconds to run before stopping by itself.")] = 20.0,
+    mode: Annotated[str, typer.Option(help="panes, log, or auto (panes on a terminal).")] = "auto",
+) -> None:
+    """Several agents stream into one terminal at once, without tearing (the main demo)."""
+    from flowplex.terminal._commands import demo as run_demo
+
+    raise typer.Exit(run_demo(duration=duration, mode=mode))
+
+
+@app.command(context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def agents(
+    ctx: typer.Context,
+    mode: Annotated[str, typer.Option(help="panes, log, or auto (panes on a terminal).")] = "auto",
+) -> None:
+    """Run commands side by side: flowplex agents -- CMD1 ARGS -- CMD2 ARGS ..."""
+    from flowplex.terminal._commands import agents as run_agents
+
+    raise typer.Exit(run_agents(list(ctx.args), mode=mode))
+
+
 def main() -> None:
     """Console-script entry point."""
     try:
