@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from typing import Final
 
 from ..errors import ConfigError
 from ..executors import DelegatingExecutor, Executor, InlineExecutor, ThreadPoolExecutor
@@ -18,6 +19,11 @@ from ._plan import GraphPlan
 from ._spec import ROUTE_KERNEL
 
 log = logging.getLogger("flowplex.graph")
+
+DEFAULT_MAX_QUEUED_PACKETS: Final = 4096
+"""Default global watermark when ``max_queued_packets`` is not configured."""
+DEFAULT_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
+"""Default cap on buffer bytes queued in node inputs when ``max_queued_packets`` is not configured."""
 
 
 def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
@@ -95,6 +101,19 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         log.warning("%s", diag.message)
     engine = Engine(nodes, edges, list(plan.graph_inputs), executors, delegating)
     spec = plan.spec
+    if spec.max_queued_packets is None:
+        # flowplex bounds memory by default (lm-lmflow does not): node input queues may hold
+        # at most DEFAULT_MAX_QUEUED_PACKETS packets and DEFAULT_MAX_QUEUED_BYTES of buffers
+        # before graph-input sends wait. Poller queues are the host's own and are not counted.
+        engine.limit_packets = DEFAULT_MAX_QUEUED_PACKETS
+        engine.limit_bytes = DEFAULT_MAX_QUEUED_BYTES
+        engine.count_pollers = False
+    else:
+        engine.limit_packets = spec.max_queued_packets
+        engine.count_pollers = True
+    engine.soft_limit = spec.max_queue_size
+    for node in nodes:
+        node.limited = any(port.capacity for edge in node.out_edges for port in edge.consumers)
     engine.stats_level = "full" if spec.watchdog_ms > 0 else spec.stats
     engine.watchdog_ns = spec.watchdog_ms * 1_000_000
     engine.timed = engine.stats_level == "full"

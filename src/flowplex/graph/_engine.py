@@ -24,10 +24,11 @@ from ..errors import (
     StateError,
     Timeout,
     UsageError,
+    WouldBlock,
 )
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, CloseReason, Context
 from ..packets import Packet, type_name
-from ._nodes import BATCH, SYNC_SET, Edge, Node, batch_plan, next_allowed, ready_ts, sync_set_group
+from ._nodes import BATCH, SYNC_SET, Edge, InPort, Node, batch_plan, next_allowed, ready_ts, sync_set_group
 
 if TYPE_CHECKING:
     from ..executors import DelegatingExecutor, Executor
@@ -84,6 +85,17 @@ class Engine:
         """``fn(node, callback, ts, start_ns, duration_ns)`` after each measured callback."""
         self.busy = 0
         """Claimed-but-unfinished invocations, pending wakes and running closes."""
+        self.queued = 0
+        """Packets in node input queues (and in poller queues when ``count_pollers``)."""
+        self.queued_bytes = 0
+        """Buffer bytes in node input queues (tracked only while ``limit_bytes`` is set)."""
+        self.limit_packets = 0
+        """Global watermark checked by graph-input sends; 0 = unlimited."""
+        self.limit_bytes = 0
+        self.count_pollers = True
+        self.soft_limit = 100
+        self.blocked_nodes: set[Node] = set()
+        self._retry: list[Node] = []
         self.counters: dict[str, int] = {}
         self.generation = 0
         self.wakeup: Callable[[], None] | None = None
@@ -121,7 +133,7 @@ class Engine:
 
     def schedule(self, node: Node, out: list[Submission]) -> None:
         """Claim as many invocations of ``node`` as are ready; caller holds the lock."""
-        if self.halted or not node.claimable:
+        if self.halted or not node.claimable or node.blocked:
             return
         run = self._run
         while node.in_flight < node.max_in_flight:
@@ -139,6 +151,9 @@ class Engine:
             if not q:
                 return None
             p = q.popleft()
+            self.queued -= 1
+            if self.limit_bytes and p._tid == _BUFFER:
+                self.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
             ts = p._ts
             ctx = node.contexts.pop()
             ctx._ts = ts
@@ -151,6 +166,8 @@ class Engine:
                 ctx._done = [False] * len(node.inputs)
                 ctx._done[port.index] = True
             node.packets_in += 1
+            if port.capacity and self.blocked_nodes:
+                self._retry_later(port)
         elif node.is_source:
             if node.source_done or node.waiting:
                 return None
@@ -182,6 +199,7 @@ class Engine:
             batch: list[list[Packet]] = [[] for _ in node.inputs]
             for port, count in zip(node.fwd, counts, strict=True):
                 items = [port.queue.popleft() for _ in range(count)]
+                self._unqueue(items)
                 batch[port.index] = items
                 ctx._in[port.index] = items[0] if items else None
                 if items:
@@ -205,15 +223,145 @@ class Engine:
             for port in ports:
                 q = port.queue
                 if q and q[0]._ts == ts:
-                    ctx._in[port.index] = q.popleft()
+                    popped = q.popleft()
+                    self._unqueue((popped,))
+                    ctx._in[port.index] = popped
                     node.packets_in += 1
                 if b > port.bound:
                     port.bound = b
         for port in node.backs:
-            ctx._in[port.index] = port.queue.popleft() if port.queue else None
+            if port.queue:
+                ctx._in[port.index] = port.queue.popleft()
+                self.queued -= 1
+            else:
+                ctx._in[port.index] = None
+        if self.blocked_nodes:
+            for port in node.fwd:
+                if port.capacity:
+                    self._retry_later(port)
         if any(p.closed for p in node.inputs):
             ctx._done = [p.closed and not p.queue for p in node.inputs]
         return ctx
+
+    def _unqueue(self, packets: tuple[Packet, ...] | list[Packet]) -> None:
+        """Account packets leaving node input queues; lock held."""
+        self.queued -= len(packets)
+        if self.limit_bytes:
+            self.queued_bytes -= _buffer_bytes(packets)
+
+    def _retry_later(self, port: InPort) -> None:
+        """A capacity-limited port made room: its producer's blocked flush may go on."""
+        edge = port.edge
+        producer = edge.producer if edge is not None else None
+        if producer is not None and producer.blocked:
+            self._retry.append(producer)
+
+    # -- backpressure ---------------------------------------------------------------------------
+
+    def _fits(self, node: Node, ctx: Context) -> bool:
+        """Whether every lossless consumer of ``ctx``'s staging has room; lock held.
+
+        A batch larger than a consumer's whole capacity can never fit: that is a graph error.
+        """
+        for o, staged in enumerate(ctx._out):
+            if not staged:
+                continue
+            n = len(staged)
+            edge = node.out_edges[o]
+            for port in edge.consumers:
+                cap = port.capacity
+                if cap and len(port.queue) + n > cap:
+                    if n > cap:
+                        self.record_error(node, None, (
+                            f"node `{node.name}` emits a batch of {n} packets to edge `{edge.name}`, exceeding "
+                            f"consumer `{port.node.name}` input port `{port.name}` effective packet capacity {cap}; "
+                            "set a larger input_queues capacity"))
+                        return True  # flushed as discarded: the graph failed
+                    return self._block(node, f"consumer `{port.node.name}` input `{port.name}` (capacity={cap}, "
+                                             f"queued={len(port.queue)}, incoming={n})")
+            for poller in edge.pollers:
+                if poller.blocks and len(poller) + n > poller.capacity:
+                    return self._block(node, f"poller on output port `{edge.name}` (capacity={poller.capacity})")
+        return True
+
+    def _block(self, node: Node, where: str) -> bool:
+        node.blocked = True
+        node.blocked_since = time.monotonic()
+        node.block_events += 1
+        self.blocked_nodes.add(node)
+        if _is_power_of_two(node.block_events):
+            log.warning("internal backpressure #%d: producer `%s` paused by %s; the worker was released and "
+                        "will resume after dequeue", node.block_events, node.name, where)
+        return False
+
+    def _flush_pending(self, node: Node, subs: list[Submission],
+                       calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Flush finished invocations strictly in claim order, stopping at a blocked one."""
+        pending = node.pending
+        while node.next_flush in pending:
+            ctx = pending[node.next_flush]
+            if not self._flush(node, ctx, subs, calls):
+                return
+            del pending[node.next_flush]
+            node.contexts.append(ctx)
+            node.next_flush += 1
+        if node.blocked:
+            node.blocked = False
+            self.blocked_nodes.discard(node)
+            log.info("internal backpressure cleared: producer `%s` resumed after %.0f us", node.name,
+                     (time.monotonic() - node.blocked_since) * 1e6)
+
+    def _settle(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """Retry blocked flushes whose consumers made room; lock held."""
+        retry = self._retry
+        while retry:
+            node = retry.pop()
+            if not node.blocked:
+                continue
+            self._flush_pending(node, subs, calls)
+            if not node.blocked:
+                self.schedule(node, subs)
+                self._try_close(node, subs)
+
+    def _drop_blocked(self) -> None:
+        """After an error or cancel: discard blocked flushes so their nodes can close."""
+        for node in list(self.blocked_nodes):
+            for ctx in node.pending.values():
+                for staged in ctx._out:
+                    staged.clear()
+                node.contexts.append(ctx)
+            node.pending.clear()
+            node.blocked = False
+        self.blocked_nodes.clear()
+
+    def poller_popped(self, name: str) -> None:
+        """A blocking poller made room: wake senders and retry its producer; lock held."""
+        edge = self.edges[name]
+        producer = edge.producer
+        if producer is not None and producer.blocked:
+            self._retry.append(producer)
+        self._bump()
+
+    def has_retry(self) -> bool:
+        """Whether blocked flushes wait to be retried (a cheap unlocked peek)."""
+        return bool(self._retry)
+
+    def settle(self) -> None:
+        """Retry blocked flushes now, then run what they made ready (outside the lock)."""
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            self._settle(subs, calls)
+            self._bump()
+        self._dispatch(subs, calls)
+
+    def has_room(self, edge: Edge) -> bool:
+        """Whether a graph-input send may deliver now (watermark, blocking pollers); lock held."""
+        if self.limit_packets and self.queued >= self.limit_packets:
+            return False
+        if self.limit_bytes and self.queued_bytes >= self.limit_bytes:
+            return False
+        return all(not p.blocks or len(p) < p.capacity for p in edge.pollers)
 
     # -- running ----------------------------------------------------------------------------------
 
@@ -307,17 +455,19 @@ class Engine:
                 else:
                     self._pace_source(node, ctx, subs)
                 ctx._yield = None
-            if node.max_in_flight == 1:
-                self._flush(node, ctx, subs, calls)
-                node.contexts.append(ctx)
+            if node.max_in_flight == 1 and not node.blocked:
+                if self._flush(node, ctx, subs, calls):
+                    node.next_flush = ctx.seq + 1
+                    node.contexts.append(ctx)
+                else:
+                    node.pending[ctx.seq] = ctx
             else:
                 # Flush strictly in claim order so downstream timestamps stay monotonic.
-                node.pending[ctx.seq] = (ctx, None)
-                while node.next_flush in node.pending:
-                    ready_ctx, _ = node.pending.pop(node.next_flush)
-                    self._flush(node, ready_ctx, subs, calls)
-                    node.contexts.append(ready_ctx)
-                    node.next_flush += 1
+                node.pending[ctx.seq] = ctx
+                if not node.blocked:
+                    self._flush_pending(node, subs, calls)
+            if self._retry:
+                self._settle(subs, calls)
             self.schedule(node, subs)
             if node.closable or self.halted:
                 self._try_close(node, subs)
@@ -346,6 +496,7 @@ class Engine:
                             node.name, node.errors, text)
             return
         self.record_error(node, err, text)
+        self._drop_blocked()
         for other in self.nodes:
             if other is not node:
                 self._try_close(other, subs)
@@ -366,8 +517,15 @@ class Engine:
             executor.submit(task, arg)
 
     def _flush(self, node: Node, ctx: Context, subs: list[Submission],
-               calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
-        """Deliver a finished invocation's staging, port by port; caller holds the lock."""
+               calls: list[tuple[Callable[[Packet], object], Packet]]) -> bool:
+        """Deliver a finished invocation's staging, port by port; caller holds the lock.
+
+        Returns False (and delivers nothing) when a lossless consumer has no room: the
+        invocation then waits as the node's blocked flush and no worker waits with it.
+        """
+        discard = self.error is not None or self.cancelled
+        if node.limited and not discard and ctx._phase != PHASE_CLOSE and not self._fits(node, ctx):
+            return False
         discard = self.error is not None or self.cancelled
         bounds = ctx._bounds
         if bounds is not None:
@@ -390,6 +548,7 @@ class Engine:
                 else:
                     continue
                 self._advance(edge, b, subs, calls)
+        return True
 
     def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission],
                  calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
@@ -401,24 +560,35 @@ class Engine:
                 calls.append((fn, p))
         last = packets[-1]._ts
         b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
+        n = len(packets)
+        nbytes = _buffer_bytes(packets) if self.limit_bytes else 0
         for port in edge.consumers:
             q = port.queue
             if port.is_back:
+                # A feedback register keeps only the newest value.
                 if q:
                     port.overwritten += len(q)
+                    self.queued -= len(q)
                     q.clear()
                 q.append(packets[-1])
+                self.queued += 1
             else:
                 q.extend(packets)
+                self.queued += n
+                self.queued_bytes += nbytes
                 if port.fixed:
                     while len(q) > port.fixed:
-                        q.popleft()
+                        self._unqueue((q.popleft(),))
                         edge.dropped += 1
                         if _is_power_of_two(edge.dropped):
                             log.warning("edge `%s` has dropped %d packets total due to the fixed_size policy "
                                         "(capacity %d)", edge.name, edge.dropped, port.fixed)
                 if len(q) > port.peak:
                     port.peak = len(q)
+                    if self.soft_limit and port.peak > max(port.warn_at, self.soft_limit):
+                        port.warn_at = max(port.warn_at, self.soft_limit) * 2
+                        log.warning("edge `%s` has %d packets backlogged at `%s.%s` (soft limit %d)", edge.name,
+                                    len(q), port.node.name, port.name, self.soft_limit)
                 if b > port.bound:
                     port.bound = b
             self.schedule(port.node, subs)
@@ -486,7 +656,7 @@ class Engine:
 
     def _try_close(self, node: Node, subs: list[Submission]) -> None:
         """Start closing ``node`` if it may; lock held. Closing runs on the node's executor."""
-        if not node.opened or node.close_started or node.in_flight or node.waiting:
+        if not node.opened or node.close_started or node.in_flight or node.waiting or node.blocked:
             return
         if not (self.error is not None or self.cancelled or node.may_close()):
             return
@@ -575,6 +745,8 @@ class Engine:
         """After an error or cancel: close every idle node (running ones close when they end)."""
         subs: list[Submission] = []
         with self.lock:
+            if self.halted:
+                self._drop_blocked()
             for node in self.nodes:
                 self._try_close(node, subs)
             self._check_terminated()
@@ -583,28 +755,61 @@ class Engine:
 
     # -- host side ---------------------------------------------------------------------------------
 
-    def accept(self, edge: Edge, packet: Packet) -> Work:
+    def accept(self, edge: Edge, packet: Packet, *, wait: bool = True, timeout: float | None = None) -> Work:
         """Queue one packet sent on a graph input and claim what it makes ready.
 
-        Returns the work to hand to ``run_work`` once the caller dropped its own references to
-        the value: a linear pipeline can then write into the sent array in place.
+        Waits (running delegated work on this thread meanwhile) while the graph is full;
+        with ``wait=False`` raises ``WouldBlock`` instead. Returns the work to hand to
+        ``run_work`` once the caller dropped its own references to the value: a linear
+        pipeline can then write into the sent array in place.
         """
+        deadline = None if timeout is None else time.monotonic() + timeout
         subs: list[Submission] = []
         calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        while True:
+            with self.lock:
+                self._check_can_send(edge)
+                ts = packet._ts
+                if ts == TS_UNSET:
+                    msg = f"packets on a graph input port must carry an explicit timestamp (port `{edge.name}`)"
+                    raise UsageError(msg)
+                if ts <= edge.last_sent and edge.last_sent != TS_UNSET:
+                    msg = (f"graph input port `{edge.name}` timestamps must be strictly increasing: "
+                           f"previous {ts_name(edge.last_sent)}, this one {ts_name(ts)}")
+                    raise UsageError(msg)
+                if self.has_room(edge):
+                    edge.last_sent = ts
+                    packet._owned = False
+                    self._deliver(edge, [packet], subs, calls)
+                    if self._retry:
+                        self._settle(subs, calls)
+                    return subs, calls
+                if not wait:
+                    msg = f"graph input `{edge.name}` would block: {self._fullness()}"
+                    raise WouldBlock(msg)
+            self._wait_for_room(edge, deadline)
+
+    def _fullness(self) -> str:
+        limit = f"limit={self.limit_packets}" if self.limit_packets else "no packet limit"
+        extra = f", {self.queued_bytes} buffer bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
+        return f"{self.queued} packets queued ({limit}){extra}"
+
+    def _wait_for_room(self, edge: Edge, deadline: float | None) -> None:
+        """One step of a blocked send: pump delegated work, or wait for progress."""
+        if self.pump_step():
+            return
         with self.lock:
-            self._check_can_send(edge)
-            ts = packet._ts
-            if ts == TS_UNSET:
-                msg = f"packets on a graph input port must carry an explicit timestamp (port `{edge.name}`)"
-                raise UsageError(msg)
-            if ts <= edge.last_sent and edge.last_sent != TS_UNSET:
-                msg = (f"graph input port `{edge.name}` timestamps must be strictly increasing: "
-                       f"previous {ts_name(edge.last_sent)}, this one {ts_name(ts)}")
-                raise UsageError(msg)
-            edge.last_sent = ts
-            packet._owned = False
-            self._deliver(edge, [packet], subs, calls)
-        return subs, calls
+            if self.has_room(edge) or self.halted:
+                return
+            if self.idle():
+                msg = (f"graph input `{edge.name}` blocked and nothing can drain the graph: {self._fullness()}; "
+                       "read your pollers (or use bounded ones) or raise max_queued_packets")
+                raise DeadlockError(msg)
+            try:
+                self.wait_change(deadline)
+            except Timeout:
+                msg = f"send on `{edge.name}` timed out waiting for room: {self._fullness()}"
+                raise Timeout(msg) from None
 
     def run_work(self, work: Work) -> None:
         """Run what ``accept`` claimed (inline work runs on this thread)."""
@@ -708,6 +913,10 @@ class Engine:
         unclosed = [n.name for n in self.nodes if not n.closed]
         starving = self.starving()
         reason = f"; starving ports: [{', '.join(starving)}]" if starving else ""
+        if self.blocked_nodes:
+            blocked = ", ".join(sorted(n.name for n in self.blocked_nodes))
+            reason += (f"; producers blocked by full downstream queues: [{blocked}] -- increase the input_queues "
+                       "capacity, read the blocking pollers, or inspect downstream alignment")
         return DeadlockError(
             f"{what}: all inputs closed but the graph is idle and nodes are not closed: "
             f"[{', '.join(unclosed)}]{reason}. usually a kernel's close condition is unmet "
@@ -723,6 +932,7 @@ class Engine:
                 return
             self.cancelled = True
             self.halted = True
+            self._drop_blocked()
             for node in self.nodes:
                 if node.waiting:
                     node.waiting = False
@@ -784,6 +994,18 @@ class _Timers:
             self._cond.notify_all()
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5.0)
+
+
+_BUFFER: Final = 6
+
+
+def _buffer_bytes(packets: tuple[Packet, ...] | list[Packet]) -> int:
+    """Bytes of buffer payloads (the only packets big enough to matter for memory)."""
+    total = 0
+    for p in packets:
+        if p._tid == _BUFFER:
+            total += p._value.nbytes()  # type: ignore[attr-defined]
+    return total
 
 
 def _describe(exc: BaseException, ctx: Context) -> str:

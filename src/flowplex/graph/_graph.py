@@ -227,6 +227,9 @@ class Graph:
                 edge.reset()
             for poller in self._pollers:
                 poller.reset()
+            engine.queued = 0
+            engine.queued_bytes = 0
+            engine.blocked_nodes.clear()
             engine.state = INITIALIZED
         with self._counters_lock:
             self._counters.clear()
@@ -243,15 +246,30 @@ class Graph:
             raise UnknownPortError(msg)
         return self._engine.edges[port]
 
-    def add_poller(self, port: str, *, observe_timestamp_bounds: bool = False) -> Poller:
-        """Subscribe to graph output ``port``; before ``start``."""
+    def add_poller(
+        self,
+        port: str,
+        *,
+        observe_timestamp_bounds: bool = False,
+        capacity: int = 0,
+        overflow: str = "block",
+    ) -> Poller:
+        """Subscribe to graph output ``port``; before ``start``.
+
+        ``capacity=0`` (the default) is unbounded. A bounded poller applies ``overflow`` when
+        full: ``block`` (lossless: producers wait, cooperatively, until you read),
+        ``drop_oldest``, ``drop_newest`` or ``latest`` (capacity 1); drops are counted in
+        ``poller.dropped``.
+        """
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "add_poller")
-        poller = Poller(self._engine, port, observe_timestamp_bounds)
+        poller = Poller(self._engine, port, observe_timestamp_bounds, capacity, overflow)
         with self._engine.lock:
             edge.pollers.append(poller)
             if observe_timestamp_bounds:
                 edge.bound_pollers.append(poller)
+            if poller.blocks and edge.producer is not None:
+                edge.producer.limited = True
         self._pollers.append(poller)
         return poller
 
@@ -316,17 +334,21 @@ class Graph:
             raise UnknownPortError(msg)
         return handle
 
-    def send(self, port: str, value: object, ts: int | None = None) -> None:
+    def send(self, port: str, value: object, ts: int | None = None, *, timeout: float | None = None) -> None:
         """``self.input(port).send(value, ts)``: see ``Input.send``."""
         handle = self.input(port)
         engine = self._engine
-        work = engine.accept(handle._edge, to_packet(value, None if ts is None else _ts_arg(ts)))
+        work = engine.accept(handle._edge, to_packet(value, _ts_arg(ts)), timeout=timeout)
         del value  # see Input.send: keep no reference while the graph runs
         engine.run_work(work)
 
     def send_nowait(self, port: str, value: object, ts: int | None = None) -> None:
-        """``self.input(port).send_nowait(value, ts)``."""
+        """``self.input(port).send_nowait(value, ts)``: raises ``WouldBlock`` when full."""
         self.input(port).send_nowait(value, ts)
+
+    def try_send(self, port: str, value: object, ts: int | None = None) -> bool:
+        """``self.input(port).try_send(value, ts)``: False when the graph is full."""
+        return self.input(port).try_send(value, ts)
 
     def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
         """A zero-filled buffer packet and a writable view of it, to fill then ``send``."""
@@ -436,6 +458,8 @@ class Graph:
                 pass
             with engine.lock:
                 if engine.idle():
+                    if engine.blocked_nodes and not engine.halted:
+                        raise engine.stall_error("wait_until_idle")
                     break
                 engine.wait_change(deadline)
         engine.raise_if_failed()

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, final
 
-from ..errors import GraphCancelled, StateError, Timeout
+from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
 from ..packets import Packet, clone_owned, to_packet
 
 if TYPE_CHECKING:
@@ -15,6 +16,8 @@ if TYPE_CHECKING:
     from ._nodes import Edge
 
 __all__ = ["Input", "Poller"]
+
+log = logging.getLogger("flowplex.graph")
 
 
 def _check_ts(ts: object) -> int | None:
@@ -44,27 +47,38 @@ class Input:
         """The port name."""
         return self._edge.name
 
-    def send(self, value: object, ts: int | None = None) -> None:
+    def send(self, value: object, ts: int | None = None, *, timeout: float | None = None) -> None:
         """Send one packet; with the default executor this also runs the nodes it feeds.
 
         ``value`` is a ``Packet`` or an int/float/bool/str/bytes/ndarray (adopted without a
-        copy). Timestamps must strictly increase per port. Raises ``ClosedError`` after
-        ``close``, ``UsageError`` (a ``ValueError``) for a missing or non-increasing timestamp,
-        ``KernelError`` once the graph has failed.
+        copy). Timestamps must strictly increase per port. When the graph is full (its packet
+        watermark, or a blocking poller), waits for room — up to ``timeout`` seconds, then
+        ``Timeout``; a graph that is full and can never drain raises ``DeadlockError``.
+        Raises ``ClosedError`` after ``close``, ``UsageError`` (a ``ValueError``) for a missing
+        or non-increasing timestamp, ``KernelError`` once the graph has failed.
         """
         engine = self._engine
-        work = engine.accept(self._edge, to_packet(value, _check_ts(ts)))
+        work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
         engine.run_work(work)
 
-    def try_send(self, value: object, ts: int | None = None) -> bool:
-        """Like ``send``; returns False instead of waiting when the graph is full."""
-        self.send(value, ts)
-        return True
-
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""
-        self.send(value, ts)
+        engine = self._engine
+        work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), wait=False)
+        del value
+        engine.run_work(work)
+
+    def try_send(self, value: object, ts: int | None = None) -> bool:
+        """Like ``send_nowait`` but returns False instead of raising when the graph is full."""
+        engine = self._engine
+        try:
+            work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), wait=False)
+        except WouldBlock:
+            return False
+        del value
+        engine.run_work(work)
+        return True
 
     def close(self) -> None:
         """No more packets on this port; downstream nodes close once they drain."""
@@ -79,30 +93,78 @@ class Poller:
     passes (``Timeout``): it never returns ``None`` while the port can still deliver.
     """
 
-    __slots__ = ("_engine", "_queue", "closed", "name", "observe_bounds")
+    __slots__ = ("_engine", "_queue", "blocks", "capacity", "closed", "dropped", "name", "observe_bounds", "overflow")
 
-    def __init__(self, engine: Engine, name: str, observe_bounds: bool) -> None:
+    OVERFLOW_POLICIES = ("block", "drop_oldest", "drop_newest", "latest")
+
+    def __init__(self, engine: Engine, name: str, observe_bounds: bool, capacity: int = 0,
+                 overflow: str = "block") -> None:
+        if overflow not in self.OVERFLOW_POLICIES:
+            msg = f"add_poller(`{name}`): unknown overflow policy {overflow!r}; use one of {list(self.OVERFLOW_POLICIES)}"
+            raise ConfigError(msg)
+        if capacity < 0 or (capacity == 0 and overflow != "block"):
+            msg = f"add_poller(`{name}`): a bounded poller needs capacity >= 1 (got {capacity})"
+            raise ConfigError(msg)
+        if overflow == "latest" and capacity != 1:
+            msg = f"add_poller(`{name}`): overflow='latest' keeps one packet; use capacity=1"
+            raise ConfigError(msg)
+        if capacity and observe_bounds:
+            msg = f"add_poller(`{name}`): bounded pollers do not receive timestamp-bound events"
+            raise ConfigError(msg)
         self._engine = engine
         self.name = name
         self.observe_bounds = observe_bounds
+        self.capacity = capacity
+        self.overflow = overflow
+        self.blocks = capacity > 0 and overflow == "block"
+        """Lossless and bounded: producers wait (cooperatively) for the host to read."""
+        self.dropped = 0
         self._queue: deque[Packet] = deque()
         self.closed = False
 
     # engine side (lock held)
     def push_many(self, packets: list[Packet]) -> None:
-        """Append delivered packets."""
-        self._queue.extend(packets)
+        """Append delivered packets, applying the overflow policy of a bounded poller."""
+        q = self._queue
+        before = len(q)
+        cap = self.capacity
+        if not cap or self.blocks:
+            q.extend(packets)
+        elif self.overflow == "drop_newest":
+            room = max(0, cap - len(q))
+            q.extend(packets[:room])
+            self._count_drops(len(packets) - room)
+        else:  # drop_oldest / latest: the newest win
+            q.extend(packets)
+            excess = len(q) - cap
+            for _ in range(max(0, excess)):
+                q.popleft()
+            self._count_drops(max(0, excess))
+        if self._engine.count_pollers:
+            self._engine.queued += len(q) - before
+
+    def _count_drops(self, n: int) -> None:
+        if n <= 0:
+            return
+        before = self.dropped
+        self.dropped += n
+        if (self.dropped & (self.dropped - 1)) == 0 or before.bit_length() != self.dropped.bit_length():
+            log.warning("poller overflow: output `%s` policy=%s capacity=%d queued=%d dropped_total=%d", self.name,
+                        self.overflow, self.capacity, len(self._queue), self.dropped)
 
     def push_bound(self, ts: int) -> None:
         """Append an empty packet announcing timestamp bound ``ts``."""
         marker = Packet()
         marker._ts = ts
         self._queue.append(marker)
+        if self._engine.count_pollers:
+            self._engine.queued += 1
 
     def reset(self) -> None:
         """Forget everything (``Graph.reset``)."""
         self._queue.clear()
         self.closed = False
+        self.dropped = 0
 
     # host side
     def try_next(self) -> Packet | None:
@@ -110,12 +172,21 @@ class Poller:
         engine = self._engine
         with engine.lock:
             if self._queue:
-                return self._pop()
-            engine.raise_if_failed()
-        return None
+                p = self._pop()
+            else:
+                engine.raise_if_failed()
+                return None
+        if engine.has_retry():
+            engine.settle()
+        return p
 
     def _pop(self) -> Packet:
+        engine = self._engine
         p = self._queue.popleft()
+        if engine.count_pollers:
+            engine.queued -= 1
+        if self.blocks:
+            engine.poller_popped(self.name)
         return p if p._value is None else clone_owned(p)
 
     def next(self, timeout: float | None = None) -> Packet | None:
@@ -129,9 +200,14 @@ class Poller:
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
             with engine.lock:
-                if self._queue:
-                    return self._pop()
-                engine.raise_if_failed()
+                p = self._pop() if self._queue else None
+                if p is None:
+                    engine.raise_if_failed()
+            if p is not None:
+                if engine.has_retry():
+                    engine.settle()
+                return p
+            with engine.lock:
                 if self.closed:
                     return None
                 if engine.cancelled:

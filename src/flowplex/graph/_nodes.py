@@ -44,7 +44,7 @@ class InPort:
     """One consumer input port: its own FIFO, its bound and its closed flag."""
 
     __slots__ = ("bound", "capacity", "closed", "edge", "fixed", "index", "is_back", "name", "node", "overwritten",
-                 "peak", "queue")
+                 "peak", "queue", "warn_at")
 
     def __init__(self, node: Node, index: int, name: str, is_back: bool) -> None:
         self.node = node
@@ -60,6 +60,8 @@ class InPort:
         """Lossless capacity from ``input_queues`` (0 = unlimited)."""
         self.peak = 0
         self.overwritten = 0
+        self.warn_at = 0
+        """Next backlog depth that logs a soft-limit warning (doubles each time)."""
         self.edge: Edge | None = None
 
     def reset(self) -> None:
@@ -69,6 +71,7 @@ class InPort:
         self.closed = False
         self.peak = 0
         self.overwritten = 0
+        self.warn_at = 0
 
 
 class Edge:
@@ -108,7 +111,7 @@ class Node:
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
-                 "running_since")
+                 "running_since", "blocked", "blocked_since", "block_events", "limited")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -145,7 +148,11 @@ class Node:
         self.typed_outputs = False
         self.side_required: list[str] = []
         self.contexts: list[Context] = []
-        self.pending: dict[int, tuple[Context, BaseException | None]] = {}
+        self.pending: dict[int, Context] = {}
+        """Finished invocations waiting to be flushed (claim order, or a blocked flush)."""
+        self.limited = False
+        """Some consumer of an output has a lossless capacity or a blocking poller."""
+        self.block_events = 0
         self.opened = False
         self.reset()
 
@@ -159,6 +166,9 @@ class Node:
         """Every forward input closed (or ``source_done``): worth a close check."""
         self.closed_fwd = 0
         self.in_flight = 0
+        self.blocked = False
+        """A finished invocation waits for room downstream (cooperative backpressure)."""
+        self.blocked_since = 0.0
         self.seq = 0
         self.next_flush = 0
         self.pending.clear()
