@@ -95,6 +95,8 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         edges[name] = edge
     for node in nodes:
         node.out_edges = [edges[p.name] for p in node.spec.output_ports]
+    for edge in edges.values():
+        edge.update_solo()
 
     _check_static_types(plan, nodes)
     for diag in plan.diagnostics:

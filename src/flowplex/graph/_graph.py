@@ -270,6 +270,7 @@ class Graph:
                 edge.bound_pollers.append(poller)
             if poller.blocks and edge.producer is not None:
                 edge.producer.limited = True
+            edge.update_solo()
         self._pollers.append(poller)
         return poller
 
@@ -287,6 +288,7 @@ class Graph:
             edge.observers.append(fn)
             if observe_timestamp_bounds:
                 edge.bound_observers.append(fn)
+            edge.update_solo()
 
     def events(self, port: str) -> AsyncOutputEvents:
         """``async for`` over graph output ``port``: ``PacketEvent``, ``TimestampBoundEvent``, then

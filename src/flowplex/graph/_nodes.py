@@ -78,7 +78,7 @@ class Edge:
     """An edge: one producer port, any number of consumer ports, pollers and observers."""
 
     __slots__ = ("bound_observers", "bound_pollers", "closed", "consumers", "dropped", "is_graph_input",
-                 "last_sent", "name", "observers", "pollers", "producer", "published")
+                 "last_sent", "name", "observers", "pollers", "producer", "published", "solo")
 
     def __init__(self, name: str, producer: Node | None) -> None:
         self.name = name
@@ -93,6 +93,14 @@ class Edge:
         self.dropped = 0
         self.last_sent = TS_UNSET
         self.published = TS_UNSTARTED
+        self.solo: InPort | None = None
+        """The only consumer port when it is plain and nobody subscribes (delivery fast path)."""
+
+    def update_solo(self) -> None:
+        """Recompute ``solo`` after consumers or subscribers change."""
+        plain = (len(self.consumers) == 1 and not self.consumers[0].is_back and not self.consumers[0].fixed
+                 and not self.pollers and not self.observers and not self.bound_pollers and not self.bound_observers)
+        self.solo = self.consumers[0] if plain else None
 
     def reset(self) -> None:
         """Back to the state before ``start``."""
@@ -111,7 +119,7 @@ class Node:
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
-                 "running_since", "blocked", "blocked_since", "block_events", "limited")
+                 "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -134,6 +142,8 @@ class Node:
             self.fwd[0] if len(self.fwd) == 1 and not self.backs and self.policy in (SYNC, IMMEDIATE, FIXED_SIZE)
             else None
         )
+        self.fast1 = self.fast_port if self.max_in_flight == 1 and len(self.inputs) == 1 else None
+        """``fast_port`` when the node also runs one invocation at a time (the claim fast path)."""
         names = {p.name: p for p in self.fwd}
         self.sets = [[names[n] for n in group] for group in spec.input_policy.sets] if self.policy == SYNC_SET else []
         for p in self.fwd:

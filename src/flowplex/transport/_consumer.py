@@ -129,7 +129,7 @@ class Consumer:
             msg = _new(Message, (self._mm[off : off + n], seq, sid, AGENT_TYPES[agent], ts, lane.index, flags))
             h += 1
             lane.head = h
-            self._store(lane.head_i, h - (h % 3 == 0))
+            self._store(lane.head_i, h)  # release: frees the slot after it was read
             return msg
         return self._recv_slow(timeout, False)
 
