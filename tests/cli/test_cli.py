@@ -79,4 +79,5 @@ def test_schema_is_json_schema() -> None:
     result = flowplex("schema")
     assert result.returncode == 0
     schema = json.loads(result.stdout)
-    assert "nodes" in json.dumps(schema) and "$schema" in schema or "properties" in schema
+    assert "nodes" in json.dumps(schema)
+    assert "$schema" in schema or "properties" in schema

@@ -149,7 +149,7 @@ output_ports: [y]
         g.start()
         g.send("x", 0, ts=0)
         g.close_all_inputs()
-        with pytest.raises(flowplex.KernelError, match="emits a batch of 3 packets.*capacity 2"):
+        with pytest.raises(flowplex.KernelError, match=r"emits a batch of 3 packets.*capacity 2"):
             g.wait_done(timeout=10)
 
 

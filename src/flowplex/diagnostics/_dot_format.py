@@ -7,6 +7,7 @@ from typing import Final
 __all__ = [
     "EXECUTOR_FILLS",
     "STATE_BORDERS",
+    "TIMES",
     "attrs",
     "fmt_duration_us",
     "fmt_rate",
@@ -32,6 +33,9 @@ STATE_BORDERS: Final[dict[str, tuple[str, int]]] = {
     "ERROR": ("#d62728", 3),
 }
 """Border colour and pen width per node state (lm-flow's node-state legend)."""
+
+TIMES: Final = "\u00d7"
+"""The multiplication sign lm-flow writes after counts (``bp 3<TIMES> / 1.2ms``)."""
 
 _COOL: Final = (0xB7, 0xE1, 0xA1)
 _HOT: Final = (0xE8, 0x8A, 0x7D)
@@ -79,12 +83,14 @@ def fmt_duration_us(us: float) -> str:
     return f"{us / 1_000_000:.2f}s"
 
 
-def fmt_rate(count: int, window_us: float) -> str:
+def fmt_rate(count: int, window_us: float | None) -> str:
     """Events per second over a window: integers from 10/s up, one decimal below.
 
-    >>> fmt_rate(21, 171_800), fmt_rate(1, 171_800), fmt_rate(0, 0), fmt_rate(0, 1000)
-    ('122/s', '5.8/s', '0/s', '0.0/s')
+    >>> fmt_rate(21, 171_800), fmt_rate(1, 171_800), fmt_rate(0, 0), fmt_rate(0, 1000), fmt_rate(3, None)
+    ('122/s', '5.8/s', '0/s', '0.0/s', 'rate n/a')
     """
+    if window_us is None:
+        return "rate n/a"
     if window_us <= 0:
         return "0/s"
     rate = count * 1e6 / window_us

@@ -25,9 +25,9 @@ from ._spec import GraphSpec
 
 if TYPE_CHECKING:
     import numpy as np
+    import numpy.typing as npt
 
     from ._async import AsyncDriver, AsyncOutputEvents
-    import numpy.typing as npt
 
 log = logging.getLogger("flowplex.graph")
 
@@ -461,7 +461,8 @@ class Graph:
             with engine.lock:
                 if engine.idle():
                     if engine.blocked_nodes and not engine.halted:
-                        raise engine.stall_error("wait_until_idle")
+                        what = "wait_until_idle"
+                        raise engine.stall_error(what)
                     break
                 engine.wait_change(deadline)
         engine.raise_if_failed()
@@ -497,3 +498,56 @@ class Graph:
     def plan(self) -> GraphPlan:
         """The checked plan the graph was built from."""
         return self._plan
+
+    # -- diagnostics (issue 4) --
+    # Thin delegations to flowplex.diagnostics (imported lazily: `import flowplex` stays fast).
+
+    if TYPE_CHECKING:
+        from ..diagnostics._dot_view import DotView
+        from ..diagnostics._stats import GraphStats, NodeStats
+
+    def to_dot(self, view: str | DotView = "topology") -> str:
+        """Graphviz DOT of the graph: ``"topology"``, ``"compact"`` or ``"diagnostics"`` (``DotView``).
+
+        Callable at any time, from any thread (one snapshot per export). The compact and
+        diagnostics views report deltas since the previous export of the same view. Raises
+        ``UsageError`` (a ``ValueError``) for an unknown view.
+        """
+        from ..diagnostics._dot import to_dot
+
+        return to_dot(self, view)
+
+    def stats(self) -> GraphStats:
+        """A frozen snapshot of every node, port, edge and executor counter (one lock pass)."""
+        from ..diagnostics._stats import collect
+
+        return collect(self)
+
+    def node_stats(self) -> list[NodeStats]:
+        """Per-node stats snapshots in YAML order (``self.stats().nodes``)."""
+        return list(self.stats().nodes)
+
+    def enable_tracing(self, capacity: int = 65_536) -> None:
+        """Record each kernel invocation (a ring of ``capacity`` events) for ``to_chrome_trace``.
+
+        Forces stats ``full`` (tracing needs per-call timing); call it before ``start``.
+        """
+        from ..diagnostics._trace import enable_tracing
+
+        enable_tracing(self, capacity)
+
+    def to_chrome_trace(self) -> str:
+        """The traced invocations as Chrome/Perfetto Trace Event Format JSON text (lm-flow's type).
+
+        Empty (``{"traceEvents": [], ...}``) unless tracing is on (``enable_tracing`` or the
+        YAML's ``trace_capacity``).
+        """
+        from ..diagnostics._trace import chrome_trace
+
+        return chrome_trace(self)
+
+    def dump(self) -> str:
+        """lm-flow's text snapshot: header, node table, then port, edge and poller lines."""
+        from ..diagnostics._stats import collect, dump
+
+        return dump(collect(self))

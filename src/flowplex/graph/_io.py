@@ -100,7 +100,8 @@ class Poller:
     def __init__(self, engine: Engine, name: str, observe_bounds: bool, capacity: int = 0,
                  overflow: str = "block") -> None:
         if overflow not in self.OVERFLOW_POLICIES:
-            msg = f"add_poller(`{name}`): unknown overflow policy {overflow!r}; use one of {list(self.OVERFLOW_POLICIES)}"
+            choices = list(self.OVERFLOW_POLICIES)
+            msg = f"add_poller(`{name}`): unknown overflow policy {overflow!r}; use one of {choices}"
             raise ConfigError(msg)
         if capacity < 0 or (capacity == 0 and overflow != "block"):
             msg = f"add_poller(`{name}`): a bounded poller needs capacity >= 1 (got {capacity})"

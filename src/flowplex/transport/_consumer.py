@@ -77,6 +77,7 @@ class Consumer:
         "_order",
         "_pid",
         "_rr",
+        "_solo",
         "_store",
         "_unpack",
     )
@@ -93,6 +94,7 @@ class Consumer:
         self._drop = core.policy == L.FULL_POLICY_CODES["drop_oldest"]
         self._lanes = [_Lane(core, i) for i in range(core.max_producers)]
         self._order: list[_Lane] = []
+        self._solo = False  # exactly one lane in use (and not drop_oldest): see recv
         self._rr = 0
         self._gen = -1
         self._cur = _Lane(core, 0)
@@ -119,6 +121,10 @@ class Consumer:
         """
         lane = self._cur
         h = lane.head
+        if h >= lane.avail and self._solo:
+            # One producer: re-read its tail right here (no fairness to keep), so a consumer
+            # that keeps up with its producer stays on this path instead of the scan.
+            lane.avail = self._load(lane.tail_i)
         if h < lane.avail:
             # Hot path: a published single-slot message in the current lane.
             off = lane.base + ((h & self._mask) << 8)
@@ -412,6 +418,9 @@ class Consumer:
             lane for lane in self._lanes if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_FREE
         ]
         self._rr = 0
+        self._solo = len(self._order) == 1 and not self._drop
+        if self._solo:
+            self._cur = self._order[0]
         return True
 
     def _ended(self) -> bool:

@@ -1,0 +1,179 @@
+"""The log-mode sanitiser: an agent's raw output in, text that is safe to print out.
+
+One :class:`LogSanitizer` per agent keeps its own UTF-8 decoder and escape-sequence state, so a
+code point or a sequence split across two reads never mixes with another agent's bytes (Perdix
+shared one parser among agents, bug A3). Only SGR (colour) sequences survive; every other
+control sequence -- OSC 52 clipboard writes, title changes, cursor moves, mode switches,
+device queries, DCS/APC strings -- and every C0/C1 control except newline, carriage return
+and tab is removed and counted.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from typing import Final
+
+__all__ = ["CR", "NEWLINE", "TEXT", "LogSanitizer", "Op", "safe_label"]
+
+TEXT: Final = 0
+"""Op kind: printable text, possibly with SGR sequences inside."""
+NEWLINE: Final = 1
+"""Op kind: end of line (``\\n``)."""
+CR: Final = 2
+"""Op kind: carriage return (``\\r``); the renderer decides between CRLF and progress rewrite."""
+
+Op = tuple[int, str]
+
+# Anything that is not a C0/C1 control, DEL, or a bidi override/isolate (which could make a
+# line display as something else) is plain text.
+_PLAIN: Final = re.compile("[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")
+_STRING_END: Final = re.compile("[\x07\x1b\x9c]")
+_SGR_PARAMS: Final = re.compile("[0-9;:]{0,64}")
+_TAB: Final = "    "
+
+_GROUND: Final = 0
+_ESC: Final = 1
+_CSI: Final = 2
+_STRING: Final = 3
+_ESC_INTERMEDIATE: Final = 4
+_MAX_CSI: Final = 128
+
+_STRING_INTRODUCERS: Final = frozenset("]PX^_")
+_C1_STRINGS: Final = frozenset("\x90\x98\x9d\x9e\x9f")
+
+
+class LogSanitizer:
+    """Incremental filter from an agent's raw stream to safe text ops.
+
+    Not thread-safe: one instance per agent, fed by one thread at a time.
+
+    >>> s = LogSanitizer()
+    >>> s.feed(b"\\x1b]52;c;ZXZpbA==\\x07\\x1b[31mred\\x1b[0m\\x1b[2J\\n")
+    [(0, '\\x1b[31mred\\x1b[0m'), (1, '')]
+    >>> s.stripped
+    2
+    """
+
+    __slots__ = ("_csi", "_decoder", "_state", "stripped")
+
+    def __init__(self) -> None:
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._state = _GROUND
+        self._csi: list[str] = []
+        self.stripped = 0
+        """Control sequences and control characters removed so far."""
+
+    def feed(self, data: bytes | str) -> list[Op]:
+        """Filter the next chunk; returns the ops it completes (text, newline, carriage return)."""
+        text = self._decoder.decode(data) if isinstance(data, bytes) else data
+        ops: list[Op] = []
+        pieces: list[str] = []
+        i = 0
+        n = len(text)
+        while i < n:
+            state = self._state
+            if state == _GROUND:
+                m = _PLAIN.match(text, i)
+                if m is not None:
+                    pieces.append(m.group())
+                    i = m.end()
+                    continue
+                ch = text[i]
+                i += 1
+                if ch == "\n" or ch == "\r":
+                    if pieces:
+                        ops.append((TEXT, "".join(pieces)))
+                        pieces.clear()
+                    ops.append((NEWLINE, "") if ch == "\n" else (CR, ""))
+                elif ch == "\t":
+                    pieces.append(_TAB)
+                elif ch == "\x1b":
+                    self._state = _ESC
+                elif ch == "\x9b":
+                    self._csi.clear()
+                    self._state = _CSI
+                elif ch in _C1_STRINGS:
+                    self._state = _STRING
+                else:
+                    self.stripped += 1
+            elif state == _STRING:
+                m = _STRING_END.search(text, i)
+                if m is None:
+                    i = n
+                    continue
+                i = m.end()
+                if m.group() == "\x1b":
+                    # ESC \ ends the string; ESC + anything else aborts it and starts a sequence.
+                    if i < n and text[i] == "\\":
+                        i += 1
+                        self._state = _GROUND
+                        self.stripped += 1
+                    elif i < n:
+                        self.stripped += 1
+                        self._state = _ESC
+                    else:
+                        self._state = _ESC  # decided by the next chunk; ESC \ then ends in _ESC
+                else:
+                    self._state = _GROUND
+                    self.stripped += 1
+            elif state == _ESC:
+                ch = text[i]
+                i += 1
+                if ch == "[":
+                    self._csi.clear()
+                    self._state = _CSI
+                elif ch in _STRING_INTRODUCERS:
+                    self._state = _STRING
+                elif "\x20" <= ch <= "\x2f":
+                    self._state = _ESC_INTERMEDIATE
+                elif ch == "\x1b":
+                    self.stripped += 1
+                else:
+                    # ESC c (full reset), ESC 7/8, ESC D/M, ESC \ (a dangling ST)...: all dropped.
+                    self._state = _GROUND
+                    self.stripped += 1
+            elif state == _ESC_INTERMEDIATE:
+                ch = text[i]
+                i += 1
+                if not "\x20" <= ch <= "\x2f":
+                    self._state = _GROUND
+                    self.stripped += 1
+            else:  # _CSI
+                ch = text[i]
+                if "\x40" <= ch <= "\x7e":
+                    i += 1
+                    params = "".join(self._csi)
+                    self._csi.clear()
+                    self._state = _GROUND
+                    if ch == "m" and _SGR_PARAMS.fullmatch(params):
+                        pieces.append(f"\x1b[{params}m")
+                    else:
+                        self.stripped += 1
+                elif "\x20" <= ch <= "\x3f":
+                    i += 1
+                    if len(self._csi) <= _MAX_CSI:  # an overlong sequence fails the SGR check below
+                        self._csi.append(ch)
+                else:
+                    # A control character inside a sequence cancels it (ECMA-48); reprocess it.
+                    self._csi.clear()
+                    self._state = _GROUND
+                    self.stripped += 1
+        if pieces:
+            ops.append((TEXT, "".join(pieces)))
+        return ops
+
+
+_LABEL_BAD: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def safe_label(text: str, limit: int = 64) -> str:
+    """``text`` without any control character, shortened to ``limit`` characters.
+
+    For agent names, window titles and notes that end up in chrome the renderer draws.
+
+    >>> safe_label("evil\\x1b]0;pwned\\x07name")
+    'evil]0;pwnedname'
+    """
+    cleaned = _LABEL_BAD.sub("", text)
+    return cleaned if len(cleaned) <= limit else cleaned[: max(0, limit - 1)] + "…"
