@@ -112,12 +112,13 @@ class Scenario:
     run: int = field(default_factory=lambda: next(_RUNS))
 
     def yaml(self) -> str:
-        lines = [
-            "executors:",
-            "  - { name: pool, type: ThreadPoolExecutor, num_threads: 2 }",
-            "  - { name: host, type: DelegatingExecutor }",
-            "nodes:",
-        ]
+        used = {n.executor for n in self.nodes}
+        lines = ["executors:"] if used - {"default"} else []
+        if "pool" in used:
+            lines.append("  - { name: pool, type: ThreadPoolExecutor, num_threads: 2 }")
+        if "host" in used:
+            lines.append("  - { name: host, type: DelegatingExecutor }")
+        lines.append("nodes:")
         for n in self.nodes:
             place = "" if n.executor == "default" else f"executor: {n.executor}, "
             if n.policy in ("fixed_size", "batch"):
@@ -272,11 +273,8 @@ def check_node(
         per_group = sync_set_invocations(streams, node.groups)
         if all_queued_first:
             # Every group ready from the start: smallest ts first, ties by declaration order.
-            expected = sorted(
-                (inv for g in per_group for inv in g),
-                key=lambda inv: (inv[0], next(k for k, g in enumerate(node.groups) if inv[1][g[0]] != ())),
-            )
-            assert log == expected
+            tagged = sorted((inv[0], g, inv) for g, invs in enumerate(per_group) for inv in invs)
+            assert log == [inv for _, _, inv in tagged]
         for g, group in enumerate(node.groups):
             mine = [inv for inv in log if any(inv[1][p] for p in group)]
             assert all(not inv[1][p] for inv in mine for p in range(len(streams)) if p not in group)

@@ -258,17 +258,24 @@ def _pressure_path(stats: GraphStats, stalled: set[PortKey]) -> tuple[set[str], 
 
 def _rank_nodes(stats: GraphStats, window: Window, blocked: set[PortKey], waiting: set[PortKey],
                 port_drops: dict[PortKey, int]) -> dict[str, int]:
-    """Errors > blocked ports > waiting ports and drops > window average latency > backlog."""
+    """Errors > blocked ports > waiting ports and drops > window average latency > backlog.
+
+    Latency only ranks a node whose window average is at least half the slowest node's, so a
+    uniformly fast graph has no latency hot spots.
+    """
+    avgs = [d.avg_us for d in window.nodes.values() if d.avg_us is not None]
+    slow = max(avgs, default=0.0) / 2
     keyed: list[tuple[tuple[float, ...], int, str]] = []
     for i, n in enumerate(stats.nodes):
         delta = window.nodes.get(n.node_name)
         names = [(n.node_name, p.name) for p in n.ports]
+        avg = delta.avg_us if delta is not None and delta.avg_us is not None else 0.0
         key = (
             float(delta.errors if delta else 0),
             float(sum(1 for k in names if k in blocked)),
             float(sum(1 for k in names if k in waiting) + sum(port_drops.get(k, 0) for k in names)),
-            (delta.avg_us or 0.0) if delta else 0.0,
-            float(n.queued),
+            avg if avg > 0 and avg >= slow else 0.0,
+            float(sum(p.queued for p in n.ports if not p.back_edge)),
         )
         if any(key):
             keyed.append((key, i, n.node_name))
@@ -284,7 +291,8 @@ def _rank_ports(stats: GraphStats, blocked: set[PortKey], waiting: set[PortKey],
     for n in stats.nodes:
         for p in n.ports:
             k = (n.node_name, p.name)
-            key = (int(k in blocked), int(k in waiting), port_drops.get(k, 0), p.queued)
+            backlog = 0 if p.back_edge else p.queued  # a feedback register always holds its value
+            key = (int(k in blocked), int(k in waiting), port_drops.get(k, 0), backlog)
             if any(key):
                 keyed.append((key, order, k))
             order += 1

@@ -9,7 +9,7 @@ from typing import Final
 from ..errors import ConfigError
 from ..executors import DelegatingExecutor, Executor, InlineExecutor, ThreadPoolExecutor
 from ..kernels._context import Context, NodeInfo
-from ..kernels._contract import Contract
+from ..kernels._contract import declare_contract
 from ..kernels._ports import PortTable
 from ..kernels._registry import Kernel, kernel_class
 from ..packets import type_name
@@ -51,18 +51,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
             cls: type[Kernel] = make_route_kernel(spec)
         else:
             cls = kernel_class(spec.kernel, where=f"{spec.path}.kernel")
-        contract = Contract(inputs, outputs)
-        get_contract = getattr(cls, "get_contract", None)
-        if get_contract is not None:
-            try:
-                get_contract(contract)
-            except Exception as exc:
-                msg = f"{spec.label}: get_contract of kernel `{spec.kernel}` failed: {type(exc).__name__}: {exc}"
-                raise ConfigError(msg) from exc
-        problem = contract.first_error()
-        if problem is not None:
-            msg = f"{spec.path}.kernel (node `{spec.name}`): {problem}"
-            raise ConfigError(msg)
+        contract = declare_contract(cls, inputs, outputs, f"{spec.path}.kernel (node `{spec.name}`)")
         try:
             instance = cls()
         except Exception as exc:

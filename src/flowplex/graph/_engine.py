@@ -695,9 +695,19 @@ class Engine:
                 self._bump()
                 return
             node.waiting = False
+            self.rescan((node,), subs)
+            self._bump()
+        self.submit_background(subs)
+
+    def rescan(self, nodes: tuple[Node, ...] | list[Node], subs: list[Submission]) -> None:
+        """Claim what is ready and close what may close, for each of ``nodes``; lock held."""
+        for node in nodes:
             self.schedule(node, subs)
             self._try_close(node, subs)
-            self._bump()
+
+    @staticmethod
+    def submit_background(subs: list[Submission]) -> None:
+        """Hand work nobody waits on (sources, wakes) to executors' background paths."""
         for executor, task, arg in subs:
             executor.submit_background(task, arg)
 

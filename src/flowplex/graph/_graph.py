@@ -181,12 +181,9 @@ class Graph:
             engine.state = RUNNING
             if engine.graph_inputs and all(e.closed for e in engine.graph_inputs):
                 engine.state = DRAINING
-            for node in engine.nodes:
-                engine.schedule(node, subs)
-                engine._try_close(node, subs)
+            engine.rescan(engine.nodes, subs)
             engine._check_terminated()
-        for executor, task, arg in subs:
-            executor.submit_background(task, arg)
+        engine.submit_background(subs)
 
     def close(self) -> None:
         """Cancel if still running, wait briefly, stop threads. Idempotent."""
@@ -382,9 +379,7 @@ class Graph:
         subs: list[Submission] = []
         with engine.lock:
             engine.set_paused(False)
-            for node in engine.nodes:
-                engine.schedule(node, subs)
-                engine._try_close(node, subs)
+            engine.rescan(engine.nodes, subs)
             engine._bump()
         engine._dispatch(subs, [])
 

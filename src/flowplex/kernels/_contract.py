@@ -114,6 +114,18 @@ class Contract:
             self._error = message
 
 
-def contract_error(label: str, message: str) -> ConfigError:
-    """The build error for a contract problem of the node at ``label``."""
-    return ConfigError(f"{label}.kernel: {message}")
+def declare_contract(cls: type, inputs: PortTable, outputs: PortTable, where: str) -> Contract:
+    """Run ``cls.get_contract`` (if any) on a fresh contract; ``ConfigError`` prefixed ``where``."""
+    contract = Contract(inputs, outputs)
+    get_contract = getattr(cls, "get_contract", None)
+    if get_contract is not None:
+        try:
+            get_contract(contract)
+        except Exception as exc:
+            msg = f"{where}: get_contract failed: {type(exc).__name__}: {exc}"
+            raise ConfigError(msg) from exc
+    problem = contract.first_error()
+    if problem is not None:
+        msg = f"{where}: {problem}"
+        raise ConfigError(msg)
+    return contract

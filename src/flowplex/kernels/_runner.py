@@ -9,11 +9,11 @@ from typing import Any, final
 
 from .._log import kernel_log
 from .._timestamps import TS_UNSET, TS_UNSTARTED
-from ..errors import ConfigError, KernelError, StateError
+from ..errors import KernelError, StateError
 from ..graph._spec import PortSpec
 from ..packets import Packet, clone_owned, to_packet, type_name
 from ._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS, CloseReason, Context, NodeInfo
-from ._contract import Contract
+from ._contract import declare_contract
 from ._ports import PortTable
 from ._registry import kernel_class
 
@@ -51,19 +51,7 @@ class KernelRunner:
         cls = kernel_class(kernel, where="kernel runner")
         self._inputs = PortTable(tuple(PortSpec(f"in{i}", "", i) for i in range(input_ports)))
         self._outputs = PortTable(tuple(PortSpec(f"out{i}", "", i) for i in range(output_ports)))
-        contract = Contract(self._inputs, self._outputs)
-        getter = getattr(cls, "get_contract", None)
-        if getter is not None:
-            try:
-                getter(contract)
-            except Exception as exc:
-                msg = f"kernel runner contract: {type(exc).__name__}: {exc}"
-                raise ConfigError(msg) from exc
-        problem = contract.first_error()
-        if problem is not None:
-            msg = f"kernel runner contract: {problem}"
-            raise ConfigError(msg)
-        self._contract = contract
+        self._contract = declare_contract(cls, self._inputs, self._outputs, "kernel runner contract")
         self._kernel = cls()
         self._options: Any = None
         self._info = NodeInfo(

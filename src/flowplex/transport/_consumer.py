@@ -12,8 +12,9 @@ overwritten.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from typing import TYPE_CHECKING, Final, final
+import weakref
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Final, Protocol, final
 
 import numpy as np
 
@@ -63,9 +64,10 @@ class Consumer:
     """
 
     __slots__ = (
+        "__weakref__",
+        "_box",
         "_closed",
         "_core",
-        "_cur",
         "_drop",
         "_expect",
         "_gen",
@@ -77,10 +79,13 @@ class Consumer:
         "_order",
         "_pid",
         "_rr",
-        "_solo",
         "_store",
         "_unpack",
+        "recv",
     )
+
+    recv: RecvFn
+    """Receive the next message; see :class:`RecvFn` (a closure, so the hot path reads no attributes)."""
 
     def __init__(self, core: RingCore, expect_producers: int = 1) -> None:
         core.claim_consumer()
@@ -94,50 +99,35 @@ class Consumer:
         self._drop = core.policy == L.FULL_POLICY_CODES["drop_oldest"]
         self._lanes = [_Lane(core, i) for i in range(core.max_producers)]
         self._order: list[_Lane] = []
-        self._solo = False  # exactly one lane in use (and not drop_oldest): see recv
         self._rr = 0
         self._gen = -1
-        self._cur = _Lane(core, 0)
-        self._cur.avail = self._cur.head  # a lane with nothing cached: first recv scans
+        # State shared with the recv closure: the current lane, and whether it is the only one
+        # in use (then recv re-reads its tail inline; with several, _find keeps it fair).  The
+        # placeholder lane has nothing cached, so the first recv scans.
+        self._box: list[object] = [_Lane(core, 0), False]
         self._closed = False
         self._last_reap = 0.0
         self._pid = this_process()[0]
+        self.recv = _make_recv(self)
 
     # -- receiving one message ------------------------------------------------------------------
-    def recv(self, timeout: float | None = None) -> Message:
-        """Receive the next message from any producer; waits up to ``timeout`` seconds.
+    @property
+    def _cur(self) -> _Lane:
+        lane = self._box[0]
+        assert isinstance(lane, _Lane)
+        return lane
 
-        Args:
-            timeout: Seconds to wait; ``None`` waits until a message, the end or a failure.
+    @_cur.setter
+    def _cur(self, lane: _Lane) -> None:
+        self._box[0] = lane
 
-        Returns:
-            The next message; per producer, messages come in the order they were sent.
+    @property
+    def _solo(self) -> bool:
+        return bool(self._box[1])
 
-        Raises:
-            Timeout: nothing arrived in time.
-            EndOfStream: every producer closed and everything was received.
-            BrokenError: a producer process died (raised once, after what it published).
-            ClosedError: the consumer or its ring was closed.
-        """
-        lane = self._cur
-        h = lane.head
-        if h >= lane.avail and self._solo:
-            # One producer: re-read its tail right here (no fairness to keep), so a consumer
-            # that keeps up with its producer stays on this path instead of the scan.
-            lane.avail = self._load(lane.tail_i)
-        if h < lane.avail:
-            # Hot path: a published single-slot message in the current lane.
-            off = lane.base + ((h & self._mask) << 8)
-            seq, n, flags, agent, sid, _mid, ts = self._unpack(self._mm, off)
-            if flags & 1 or n > 224:
-                return self._take(lane)
-            off += 32
-            msg = _new(Message, (self._mm[off : off + n], seq, sid, AGENT_TYPES[agent], ts, lane.index, flags))
-            h += 1
-            lane.head = h
-            self._store(lane.head_i, h)  # release: frees the slot after it was read
-            return msg
-        return self._recv_slow(timeout, False)
+    @_solo.setter
+    def _solo(self, value: bool) -> None:
+        self._box[1] = value
 
     def recv_nowait(self) -> Message:
         """Like :meth:`recv`, but raise ``WouldBlock`` instead of waiting."""
@@ -490,3 +480,67 @@ class Consumer:
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
         return f"<Consumer ring={self._core.name!r} {state}>"
+
+
+class RecvFn(Protocol):
+    """The signature of ``Consumer.recv``."""
+
+    def __call__(self, timeout: float | None = None) -> Message: ...
+
+
+def _make_recv(consumer: Consumer) -> RecvFn:
+    """Build ``consumer.recv``: the hot path as a closure over locals (no attribute loads)."""
+    box = consumer._box
+    unpack = consumer._unpack
+    mm = consumer._mm
+    mask = consumer._mask
+    store = consumer._store
+    load = consumer._load
+    agents = AGENT_TYPES
+    take = weakref.WeakMethod(consumer._take)
+    slow = weakref.WeakMethod(consumer._recv_slow)
+
+    def recv(timeout: float | None = None) -> Message:
+        """Receive the next message from any producer; waits up to ``timeout`` seconds.
+
+        Args:
+            timeout: Seconds to wait; ``None`` waits until a message, the end or a failure.
+
+        Returns:
+            The next message; per producer, messages come in the order they were sent.
+
+        Raises:
+            Timeout: nothing arrived in time.
+            EndOfStream: every producer closed and everything was received.
+            BrokenError: a producer process died (raised once, after what it published).
+            ClosedError: the consumer or its ring was closed.
+        """
+        lane: _Lane = box[0]  # type: ignore[assignment]
+        h = lane.head
+        if h >= lane.avail and box[1]:
+            # One producer: re-read its tail right here (no fairness to keep), so a consumer
+            # that keeps up with its producer stays on this path instead of the scan.
+            lane.avail = load(lane.tail_i)
+        if h < lane.avail:
+            # Hot path: a published single-slot message in the current lane.
+            off = lane.base + ((h & mask) << 8)
+            seq, n, flags, agent, sid, _mid, ts = unpack(mm, off)
+            if flags & 1 or n > 224:
+                return _call(take)(lane)
+            off += 32
+            msg = _new(Message, (mm[off : off + n], seq, sid, agents[agent], ts, lane.index, flags))
+            h += 1
+            lane.head = h
+            store(lane.head_i, h)  # release: frees the slot after it was read
+            return msg
+        return _call(slow)(timeout, False)
+
+    return recv
+
+
+def _call(ref: weakref.WeakMethod[Callable[..., Message]]) -> Callable[..., Message]:
+    method = ref()
+    if method is None:
+        msg = "recv: the consumer was garbage-collected"
+        raise ClosedError(msg)
+    return method

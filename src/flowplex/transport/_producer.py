@@ -18,7 +18,7 @@ import struct
 import time
 import weakref
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, Protocol, final
 
 import numpy as np
 
@@ -60,16 +60,18 @@ class Producer:
         "_core",
         "_finalizer",
         "_head_i",
-        "_limit",
         "_mask",
         "_mm",
-        "_msg",
         "_pack",
+        "_st",
         "_store",
-        "_tail",
         "_tail_i",
         "lane",
+        "send",
     )
+
+    send: SendFn
+    """Send one message; see :class:`SendFn` (a closure, so the hot path reads no attributes)."""
 
     def __init__(self, core: RingCore) -> None:
         self._core = core
@@ -83,13 +85,39 @@ class Producer:
         self._base = core.slots_offset(self.lane)
         self._tail_i = core.lane_word(self.lane, L.L_TAIL)
         self._head_i = core.lane_word(self.lane, L.L_HEAD)
-        self._tail = w.load(self._tail_i)
+        tail = w.load(self._tail_i)
         # msg_id continues the lane's message count, so the consumer can count gaps.
-        self._msg = (self._tail - w.load(core.lane_word(self.lane, L.L_EXTRA_SLOTS))) & _U32
+        msg = (tail - w.load(core.lane_word(self.lane, L.L_EXTRA_SLOTS))) & _U32
+        self._st = [tail, -1, msg]  # tail, limit (cached head + capacity), next msg_id
         self._closed = False
-        self._limit = -1
         self._refresh_limit()
+        self.send = _make_send(self)
         self._finalizer = weakref.finalize(self, _close_lane, core, self.lane)
+
+    # The hot-path state lives in a list shared with the ``send`` closure.
+    @property
+    def _tail(self) -> int:
+        return self._st[0]
+
+    @_tail.setter
+    def _tail(self, value: int) -> None:
+        self._st[0] = value
+
+    @property
+    def _limit(self) -> int:
+        return self._st[1]
+
+    @_limit.setter
+    def _limit(self, value: int) -> None:
+        self._st[1] = value
+
+    @property
+    def _msg(self) -> int:
+        return self._st[2]
+
+    @_msg.setter
+    def _msg(self, value: int) -> None:
+        self._st[2] = value
 
     def _refresh_limit(self) -> int:
         """Re-read the consumer's head; return the lane occupancy.  Drop_oldest never limits."""
@@ -99,73 +127,6 @@ class Producer:
         else:
             self._limit = head + self._core.capacity
         return self._tail - head
-
-    def send(
-        self,
-        data: bytes | str,
-        *,
-        stream_id: int = 0,
-        agent_type: int = AgentType.ASSISTANT,
-        timestamp_ns: int | None = None,
-        timeout: float | None = None,
-    ) -> bool:
-        """Send one message; fragments it when it is longer than one slot's 224-byte payload.
-
-        Blocks only under the ``block`` full policy, while the lane is full.
-
-        Args:
-            data: The payload; a ``str`` is sent as UTF-8 and flagged as text.
-            stream_id: Any u32 the application uses to tell streams apart.
-            agent_type: Selects the label/colour when the message is formatted.
-            timestamp_ns: Defaults to ``time.time_ns()`` at the call.
-            timeout: Seconds to wait for room under the ``block`` policy (``None``: no limit).
-
-        Returns:
-            True when the message was published; False when the ``reject`` policy refused it
-            because the lane was full (counted in ``stats().rejected``).
-
-        Raises:
-            UsageError: a bad argument, or a message needing more slots than the capacity.
-            Timeout: the ``block`` policy waited ``timeout`` seconds (counted as rejected).
-            BrokenError: the ``block`` policy waited for a consumer that closed or died.
-            ClosedError: the producer or its ring was closed.
-        """
-        if type(data) is bytes:
-            flags = _FIRST
-        elif type(data) is str:
-            data = data.encode()
-            flags = _FIRST_TEXT
-        else:
-            data, flags = _coerce(data)
-        n = len(data)
-        t = self._tail
-        try:
-            fast = t < self._limit and n <= 224 and agent_type < 8
-        except TypeError:
-            raise _arg_error(stream_id, agent_type, timestamp_ns) from None
-        if fast:
-            # Hot path: one slot, room known from the cached head.
-            try:
-                self._pack(
-                    self._mm,
-                    self._base + ((t & self._mask) << 8),
-                    t,
-                    n,
-                    flags,
-                    agent_type,
-                    stream_id,
-                    self._msg,
-                    _now() if timestamp_ns is None else timestamp_ns,
-                    data,
-                )
-            except (struct.error, TypeError):
-                raise _arg_error(stream_id, agent_type, timestamp_ns) from None
-            self._msg = (self._msg + 1) & _U32
-            t += 1
-            self._tail = t
-            self._store(self._tail_i, t)  # release: publishes the slot written above
-            return True
-        return self._send_slow(data, flags, stream_id, agent_type, timestamp_ns, timeout)
 
     def _send_slow(
         self,
@@ -438,6 +399,107 @@ class Producer:
         state = "closed" if self.closed else "open"
         return f"<Producer lane={self.lane} ring={self._core.name!r} {state}>"
 
+
+
+class SendFn(Protocol):
+    """The signature of ``Producer.send``."""
+
+    def __call__(
+        self,
+        data: bytes | str,
+        *,
+        stream_id: int = 0,
+        agent_type: int = AgentType.ASSISTANT,
+        timestamp_ns: int | None = None,
+        timeout: float | None = None,
+    ) -> bool: ...
+
+
+def _make_send(producer: Producer) -> SendFn:
+    """Build ``producer.send``: the hot path as a closure over locals (no attribute loads)."""
+    st = producer._st
+    pack = producer._pack
+    mm = producer._mm
+    base = producer._base
+    mask = producer._mask
+    store = producer._store
+    tail_i = producer._tail_i
+    # A weak reference: a strong one would make a cycle and delay the finalizer that closes
+    # the lane of a producer dropped without close().
+    slow = weakref.WeakMethod(producer._send_slow)
+    now = _now
+
+    def send(
+        data: bytes | str,
+        *,
+        stream_id: int = 0,
+        agent_type: int = AgentType.ASSISTANT,
+        timestamp_ns: int | None = None,
+        timeout: float | None = None,
+    ) -> bool:
+        """Send one message; fragments it when it is longer than one slot's 224-byte payload.
+
+        Blocks only under the ``block`` full policy, while the lane is full.
+
+        Args:
+            data: The payload; a ``str`` is sent as UTF-8 and flagged as text.
+            stream_id: Any u32 the application uses to tell streams apart.
+            agent_type: Selects the label/colour when the message is formatted.
+            timestamp_ns: Defaults to ``time.time_ns()`` at the call.
+            timeout: Seconds to wait for room under the ``block`` policy (``None``: no limit).
+
+        Returns:
+            True when the message was published; False when the ``reject`` policy refused it
+            because the lane was full (counted in ``stats().rejected``).
+
+        Raises:
+            UsageError: a bad argument, or a message needing more slots than the capacity.
+            Timeout: the ``block`` policy waited ``timeout`` seconds (counted as rejected).
+            BrokenError: the ``block`` policy waited for a consumer that closed or died.
+            ClosedError: the producer or its ring was closed.
+        """
+        if type(data) is bytes:
+            flags = _FIRST
+        elif type(data) is str:
+            data = data.encode()
+            flags = _FIRST_TEXT
+        else:
+            data, flags = _coerce(data)
+        n = len(data)
+        t = st[0]
+        try:
+            fast = t < st[1] and n <= 224 and agent_type < 8
+        except TypeError:
+            raise _arg_error(stream_id, agent_type, timestamp_ns) from None
+        if fast:
+            # Hot path: one slot, room known from the cached head.
+            try:
+                pack(
+                    mm,
+                    base + ((t & mask) << 8),
+                    t,
+                    n,
+                    flags,
+                    agent_type,
+                    stream_id,
+                    st[2],
+                    now() if timestamp_ns is None else timestamp_ns,
+                    data,
+                )
+            except (struct.error, TypeError):
+                raise _arg_error(stream_id, agent_type, timestamp_ns) from None
+            st[2] = (st[2] + 1) & 0xFFFFFFFF
+            t += 1
+            st[0] = t
+            store(tail_i, t)  # release: publishes the slot written above
+            return True
+        method = slow()
+        if method is None:
+            msg = "send: the producer was garbage-collected"
+            raise ClosedError(msg)
+        return method(data, flags, stream_id, agent_type, timestamp_ns, timeout)
+
+    return send
 
 def _message_ends(rows: NDArray[np.void], capacity: int) -> NDArray[np.intp] | None:
     """Row index after each message when rows carry fragments; None when every row is one.

@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from typing import Final, final
 
-SPIN: Final = 0
+SPIN: Final = 200
 FIRST_SLEEP_S: Final = 20e-6
 MAX_SLEEP_S: Final = 1e-3
 

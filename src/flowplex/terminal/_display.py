@@ -1,0 +1,467 @@
+"""``Display``: the base of both renderers -- agent registry, frame loop, resize, keys, stats.
+
+Agents call :meth:`Display.feed` from any thread; it only appends to a bounded per-agent buffer
+and returns, so a slow terminal never blocks a producer. One render thread wakes when something
+changed, waits for the next frame slot (at most ``fps`` frames a second, so updates arriving in
+between coalesce and the latest state wins), renders a frame to bytes, and hands it to the
+single :class:`~flowplex.terminal.Writer` as one write.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import FrameType
+from typing import ClassVar, Final
+
+from ..errors import StateError, UsageError
+from ..transport import AgentType
+from ._caps import TermCaps, terminal_size
+from ._sanitize import safe_label
+from ._stats import RenderStats
+from ._writer import Writer
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AgentInfo", "Display", "agent_type_of"]
+
+_IDLE_POLL_S: Final = 0.1
+"""The render thread looks at least this often for a resize (the SIGWINCH handler only sets a
+flag: taking a lock inside a signal handler can deadlock the main thread)."""
+
+
+def agent_type_of(value: object, *, where: str = "agent_type") -> AgentType:
+    """Normalise an agent type given as ``AgentType``, 0..7 or a name (``"assistant"``).
+
+    Raises:
+        UsageError: Not one of Perdix's eight agent types.
+
+    >>> agent_type_of("Warning")
+    <AgentType.WARNING: 4>
+    """
+    if isinstance(value, AgentType):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < len(AgentType):
+        return AgentType(value)
+    if isinstance(value, str):
+        key = value.strip().upper()
+        if key in AgentType.__members__:
+            return AgentType[key]
+    names = ", ".join(t.name.lower() for t in AgentType)
+    msg = f"{where}: unknown agent type {value!r}; expected one of {names} (or 0..7)"
+    raise UsageError(msg)
+
+
+@dataclass(slots=True)
+class AgentInfo:
+    """What a display knows about one agent (stream); mutable, owned by the display."""
+
+    stream_id: int
+    name: str
+    agent_type: AgentType
+    number: int
+    """1-based order of appearance; the key that focuses it in panes mode."""
+    messages: int = 0
+    bytes_in: int = 0
+    finished: bool = False
+    ok: bool = True
+    note: str = ""
+
+
+class Display(ABC):
+    """A live view of many agents' output on one terminal; log or panes mode.
+
+    Lifecycle: construct → :meth:`start` (takes over the terminal, starts the render thread;
+    call it on the main thread so that SIGWINCH can be handled) → ``feed``/``end_stream`` from
+    any thread → :meth:`stop` (renders what is left, restores the terminal). Use it as a context
+    manager. ``feed`` never blocks on the terminal.
+
+    Args:
+        writer: The single writer; default: standard output.
+        caps: Terminal capabilities; default: detected on the writer's descriptor.
+        fps: Most frames per second; if in doubt, keep 60.
+        size_fn: Returns ``(columns, rows)`` after SIGWINCH; default: ask the writer's terminal.
+        clock: Monotonic seconds (tests may inject one).
+    """
+
+    mode: ClassVar[str] = ""
+
+    def __init__(
+        self,
+        writer: Writer | None = None,
+        caps: TermCaps | None = None,
+        *,
+        fps: float = 60.0,
+        size_fn: Callable[[], tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not fps > 0:
+            msg = f"{type(self).__name__}(fps={fps!r}): expected a positive number of frames per second"
+            raise UsageError(msg)
+        if writer is None:
+            writer = Writer(_stdout_fd())
+        self.writer = writer
+        self.caps = caps if caps is not None else TermCaps.detect(writer.fd if writer.fd is not None else 1)
+        self.fps = float(fps)
+        self._size_fn = size_fn
+        self._clock = clock
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._frame_done = threading.Condition(threading.Lock())
+        self._requested = 0
+        self._completed = 0
+        self._agents: dict[int, AgentInfo] = {}
+        self._thread: threading.Thread | None = None
+        self._started = False
+        self._stopping = False
+        self._stopped = False
+        self._resize_pending = False
+        self._old_winch: Callable[[int, FrameType | None], object] | int | None = None
+        self._winch_installed = False
+        self.quit_requested = threading.Event()
+        """Set when the user asked to quit (``q`` in panes mode)."""
+        # Counters (updated under self._lock or by the render thread only).
+        self._messages = 0
+        self._bytes_in = 0
+        self._updates_since_frame = 0
+        self._frames = 0
+        self._max_frame = 0
+        self._coalesced = 0
+        self._skipped = 0
+        self._resizes = 0
+        self._render_cpu = 0.0
+
+    # -- agents (any thread) ------------------------------------------------------------------
+
+    def add_agent(self, stream_id: int, name: str | None = None, agent_type: object = None) -> AgentInfo:
+        """Register (or rename/retype) the agent behind ``stream_id``; ``feed`` does it implicitly."""
+        with self._lock:
+            return self._agent_locked(stream_id, name, agent_type)
+
+    def _agent_locked(self, stream_id: int, name: str | None, agent_type: object) -> AgentInfo:
+        info = self._agents.get(stream_id)
+        if info is None:
+            kind = AgentType.ASSISTANT if agent_type is None else agent_type_of(agent_type)
+            label = safe_label(name if name else f"agent-{stream_id}", 32)
+            info = AgentInfo(stream_id, label, kind, len(self._agents) + 1)
+            self._agents[stream_id] = info
+            self._on_new_agent(info)
+        else:
+            if name and name != info.name:
+                info.name = safe_label(name, 32)
+                self._on_agent_changed(info)
+            if agent_type is not None:
+                kind = agent_type_of(agent_type)
+                if kind != info.agent_type:
+                    info.agent_type = kind
+                    self._on_agent_changed(info)
+        return info
+
+    def feed(self, stream_id: int, data: bytes | str, *, name: str | None = None, agent_type: object = None) -> None:
+        """Queue a chunk of an agent's output for display; returns at once (any thread).
+
+        Args:
+            stream_id: Which agent; a new id adds an agent.
+            data: Raw output, terminal escape sequences included; a ``str`` is encoded as UTF-8.
+            name: The agent's label (first use, or to rename it).
+            agent_type: The agent type (selects the colour); ``AgentType``, 0..7 or a name.
+        """
+        raw = data.encode() if isinstance(data, str) else bytes(data)
+        with self._lock:
+            info = self._agent_locked(stream_id, name, agent_type)
+            info.messages += 1
+            info.bytes_in += len(raw)
+            self._messages += 1
+            self._bytes_in += len(raw)
+            self._updates_since_frame += 1
+            if raw:
+                self._on_feed(info, raw)
+        self._wake.set()
+
+    def end_stream(self, stream_id: int, note: str = "", *, ok: bool = True) -> None:
+        """Mark the agent finished (``note`` e.g. ``"exit 0"``); shown in its title or as a line."""
+        with self._lock:
+            info = self._agent_locked(stream_id, None, None)
+            info.finished = True
+            info.ok = ok
+            info.note = safe_label(note, 60)
+            self._on_end(info)
+        self._wake.set()
+
+    def agents(self) -> list[AgentInfo]:
+        """The agents seen so far, in order of appearance (copies)."""
+        with self._lock:
+            return [dataclasses.replace(a) for a in self._agents.values()]
+
+    def pane_size(self, stream_id: int) -> tuple[int, int] | None:
+        """``(columns, rows)`` of the agent's pane, for a PTY; None when it has none (log mode)."""
+        return None
+
+    def handle_key(self, key: str) -> None:
+        """React to one decoded key (``"q"``, ``"tab"``, ``"1"``...); the key reader calls it."""
+        if key in ("q", "Q"):
+            self.quit_requested.set()
+
+    # -- lifecycle (owner thread) ---------------------------------------------------------------
+
+    def start(self) -> None:
+        """Take over the terminal and start the render thread (idempotent)."""
+        if self._started:
+            return
+        if self._stopped:
+            msg = f"{type(self).__name__}.start: a stopped display cannot be restarted; create a new one"
+            raise StateError(msg)
+        self._started = True
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        self._install_winch()
+        self._enter()
+        self._thread = threading.Thread(target=self._run, name=f"flowplex-{self.mode}-render", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Render what is left, restore the terminal and stop the render thread (idempotent).
+
+        Blocks until the last frame is written.
+        """
+        if self._stopped:
+            return
+        self._stopped = True
+        if not self._started:
+            return
+        self._stopping = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10.0)
+        self._restore_winch()
+        try:
+            cpu = time.thread_time()
+            data = self._render(self._clock(), final=True)
+            self._render_cpu += time.thread_time() - cpu
+            if data:
+                self._emit(data)
+        finally:
+            self._leave()
+            with self._frame_done:
+                self._completed = self._requested
+                self._frame_done.notify_all()
+
+    def __enter__(self) -> Display:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Ask for a frame now and wait until it is written; True unless ``timeout`` passed.
+
+        For tests and for the end of a run; the frame still honours the fps limit.
+        """
+        if not self._started or self._stopped:
+            return False
+        with self._frame_done:
+            self._requested += 1
+            target = self._requested
+        self._wake.set()
+        deadline = time.monotonic() + timeout
+        with self._frame_done:
+            while self._completed < target:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._frame_done.wait(min(left, 0.05))
+        return True
+
+    def resize(self, columns: int | None = None, rows: int | None = None) -> None:
+        """Re-lay out for a new terminal size; SIGWINCH takes the same path.
+
+        With no arguments the size is asked from ``size_fn`` (the terminal).
+        """
+        if columns is not None and rows is not None:
+            self._size_fn = _fixed_size(int(columns), int(rows))
+        self._resize_pending = True
+        self._wake.set()
+
+    def stats(self) -> RenderStats:
+        """A snapshot of the counters (any thread)."""
+        with self._lock:
+            extra = self._extra_stats()
+            return RenderStats(
+                mode=self.mode,
+                agents=len(self._agents),
+                messages=self._messages,
+                bytes_in=self._bytes_in,
+                frames=self._frames,
+                bytes_out=self.writer.bytes_written,
+                max_frame_bytes=self._max_frame,
+                coalesced=self._coalesced + extra.get("coalesced", 0),
+                skipped_frames=self._skipped,
+                deferred_repaints=extra.get("deferred", 0),
+                dropped_bytes=extra.get("dropped_bytes", 0),
+                dropped_lines=extra.get("dropped_lines", 0),
+                stripped=extra.get("stripped", 0),
+                resizes=self._resizes,
+                render_cpu_s=self._render_cpu,
+                write_s=self.writer.write_time_s,
+            )
+
+    # -- the render loop (render thread) ---------------------------------------------------------
+
+    def _run(self) -> None:
+        # This is the loop: wait for a change, wait for the next frame slot, render, write once.
+        period = 1.0 / self.fps
+        next_at = 0.0
+        try:
+            while not self._stopping:
+                timeout = self._next_timer(self._clock())
+                self._wake.wait(_IDLE_POLL_S if timeout is None else max(0.0, min(timeout, _IDLE_POLL_S)))
+                if self._stopping:
+                    break
+                now = self._clock()
+                if now < next_at:
+                    time.sleep(next_at - now)  # updates arriving meanwhile coalesce into this frame
+                    if self._stopping:
+                        break
+                    now = self._clock()
+                self._wake.clear()
+                with self._frame_done:
+                    target = self._requested
+                start = self._clock()
+                wrote = self._frame(start)
+                end = self._clock()
+                if wrote:
+                    next_at = start + period
+                    if end > next_at:
+                        self._skipped += int((end - start) / period)
+                        next_at = end
+                with self._frame_done:
+                    self._completed = max(self._completed, target)
+                    self._frame_done.notify_all()
+                if self.writer.broken:
+                    log.debug("terminal.render.stopped reason=broken-pipe")
+                    self.quit_requested.set()
+                    break
+        except Exception:  # a rendering bug must not kill the agents; say so and stop drawing
+            log.exception("terminal.render.failed")
+            self.quit_requested.set()
+
+    def _frame(self, now: float) -> bool:
+        cpu = time.thread_time()
+        if self._resize_pending:
+            self._resize_pending = False
+            size = self._query_size()
+            if size != (self.caps.columns, self.caps.rows):
+                self.caps = self.caps.with_size(*size)
+                self._resizes += 1
+                self._on_resize()
+        with self._lock:
+            updates, self._updates_since_frame = self._updates_since_frame, 0
+        data = self._render(now, final=False)
+        self._render_cpu += time.thread_time() - cpu
+        if not data:
+            if updates:
+                self._coalesced += updates
+            return False
+        self._coalesced += max(0, updates - 1)
+        self._emit(data)
+        return True
+
+    def _emit(self, data: bytes) -> None:
+        if self.writer.write(data):
+            self._frames += 1
+            self._max_frame = max(self._max_frame, len(data))
+
+    def _query_size(self) -> tuple[int, int]:
+        if self._size_fn is not None:
+            return self._size_fn()
+        if self.writer.fd is not None:
+            return terminal_size(self.writer.fd)
+        return self.caps.columns, self.caps.rows
+
+    # -- SIGWINCH ---------------------------------------------------------------------------------
+
+    def _install_winch(self) -> None:
+        if not self.caps.is_tty and self._size_fn is None:
+            return
+        if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "SIGWINCH"):
+            return
+        try:
+            self._old_winch = signal.signal(signal.SIGWINCH, self._on_winch)
+        except (ValueError, OSError):
+            return
+        self._winch_installed = True
+
+    def _restore_winch(self) -> None:
+        if not self._winch_installed:
+            return
+        self._winch_installed = False
+        with contextlib.suppress(ValueError, OSError, TypeError):
+            signal.signal(signal.SIGWINCH, self._old_winch if self._old_winch is not None else signal.SIG_DFL)
+
+    def _on_winch(self, signum: int, frame: FrameType | None) -> None:
+        self._resize_pending = True  # only a flag: see _IDLE_POLL_S
+        old = self._old_winch
+        if callable(old):
+            old(signum, frame)
+
+    # -- what a renderer implements ---------------------------------------------------------------
+
+    def _on_new_agent(self, info: AgentInfo) -> None:  # noqa: B027  (optional hook)
+        """A new agent appeared (lock held)."""
+
+    def _on_agent_changed(self, info: AgentInfo) -> None:  # noqa: B027  (optional hook)
+        """An agent's name or type changed (lock held)."""
+
+    @abstractmethod
+    def _on_feed(self, info: AgentInfo, data: bytes) -> None:
+        """Buffer ``data`` for ``info`` (lock held; keep it cheap and bounded)."""
+
+    @abstractmethod
+    def _on_end(self, info: AgentInfo) -> None:
+        """The agent finished (lock held)."""
+
+    def _on_resize(self) -> None:  # noqa: B027  (optional hook)
+        """``self.caps`` has a new size (render thread)."""
+
+    def _next_timer(self, now: float) -> float | None:
+        """Seconds until the renderer wants a frame without new input (partial-line flush...)."""
+        return None
+
+    @abstractmethod
+    def _enter(self) -> None:
+        """Take over the terminal (owner thread, before the render thread starts)."""
+
+    @abstractmethod
+    def _leave(self) -> None:
+        """Give the terminal back (owner thread, after the last frame)."""
+
+    @abstractmethod
+    def _render(self, now: float, *, final: bool) -> bytes:
+        """The next frame as bytes, or ``b""`` when nothing changed (render thread)."""
+
+    def _extra_stats(self) -> dict[str, int]:
+        """Renderer-specific counters for :class:`RenderStats` (lock held)."""
+        return {}
+
+
+def _fixed_size(columns: int, rows: int) -> Callable[[], tuple[int, int]]:
+    def size() -> tuple[int, int]:
+        return columns, rows
+
+    return size
+
+
+def _stdout_fd() -> int:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 1

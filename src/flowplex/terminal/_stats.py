@@ -1,0 +1,57 @@
+"""``RenderStats``: a frozen snapshot of what a display received, drew, coalesced and dropped."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["RenderStats"]
+
+
+@dataclass(frozen=True, slots=True)
+class RenderStats:
+    """Counters of one display, taken with ``display.stats()``.
+
+    Nothing is lost without being counted: every byte an agent sent is either drawn, part of a
+    coalesced update, or counted in ``dropped_bytes``/``dropped_lines``.
+    """
+
+    mode: str
+    """``"panes"`` or ``"log"``."""
+    agents: int
+    """Agents (streams) seen."""
+    messages: int
+    """Chunks received through ``feed``."""
+    bytes_in: int
+    """Bytes of agent output received."""
+    frames: int
+    """Frames (panes) or line batches (log) written, each as one write."""
+    bytes_out: int
+    """Bytes written to the terminal."""
+    max_frame_bytes: int
+    """The largest single frame."""
+    coalesced: int
+    """Updates that did not get a frame of their own: merged into a later frame (the latest
+    state wins), or, in log mode, progress (``\\r``) rewrites replaced before being shown."""
+    skipped_frames: int
+    """Frame slots lost because writing the previous frame took longer than a frame period
+    (the terminal is slower than the agents)."""
+    deferred_repaints: int
+    """Pane repaints postponed by flood control (a background pane scrolling faster than
+    ``flood_fps``)."""
+    dropped_bytes: int
+    """Agent output discarded because a pane's input buffer was full (oldest bytes first)."""
+    dropped_lines: int
+    """Log lines discarded because the log backlog was full (oldest first)."""
+    stripped: int
+    """Control sequences removed from agent output (log mode; panes mode emulates them)."""
+    resizes: int
+    """Re-layouts after the terminal size changed."""
+    render_cpu_s: float
+    """CPU time of the render thread (composing, diffing and writing frames)."""
+    write_s: float
+    """Wall time spent writing to the terminal."""
+
+    @property
+    def dropped(self) -> int:
+        """Everything counted as lost: ``dropped_bytes + dropped_lines``."""
+        return self.dropped_bytes + self.dropped_lines
