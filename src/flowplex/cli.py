@@ -56,26 +56,211 @@ def packet_value(packet: Any) -> object:
     return {"shape": list(arr.shape), "dtype": str(arr.dtype)}
 
 
+# -- run ------------------------------------------------------------------------------------------
+
+_SET_HELP = "Override a node option: NODE.OPTION=VALUE (VALUE is YAML: 3, 2.5, true, [1, 2]); repeatable."
+
+
+def _where(graph: Path, exc: BaseException) -> str:
+    """``exc``'s message, prefixed with the graph file unless it already names it."""
+    text = str(exc)
+    return text if text.startswith(str(graph)) else f"{graph}: {text}"
+
+
+def _fail_at(graph: Path, exc: BaseException, code: int) -> typer.Exit:
+    if _state["debug"]:
+        traceback.print_exception(exc)
+        return typer.Exit(code)
+    typer.echo(f"flowplex: error: {_where(graph, exc)}", err=True)
+    return typer.Exit(code)
+
+
+def _usage(message: str) -> typer.Exit:
+    typer.echo(f"flowplex: error: {message}", err=True)
+    return typer.Exit(2)
+
+
+def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ...], object]:
+    """``NODE.OPTION[.SUB]=VALUE`` -> (node, option path, YAML-typed value).
+
+    Node names may contain dots and slashes: the longest node name followed by ``.`` wins.
+    Raises ``ValueError`` with a one-line message (did-you-mean for unknown nodes).
+    """
+    import yaml
+
+    from flowplex.config._suggest import did_you_mean
+
+    key, sep, raw = text.partition("=")
+    if not sep or "." not in key:
+        msg = f"--set {text!r}: expected NODE.OPTION=VALUE"
+        raise ValueError(msg)
+    node = max((n for n in node_names if key.startswith(n + ".")), key=len, default=None)
+    if node is None:
+        guess = key.rsplit(".", 1)[0]
+        msg = f"--set {text!r}: no node named `{guess}`{did_you_mean(guess, node_names)}"
+        raise ValueError(msg)
+    path = tuple(key[len(node) + 1:].split("."))
+    if not all(path):
+        msg = f"--set {text!r}: empty option name"
+        raise ValueError(msg)
+    try:
+        value = yaml.safe_load(raw) if raw.strip() else ""
+    except yaml.YAMLError as exc:
+        problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
+        msg = f"--set {text!r}: value is not valid YAML ({problem})"
+        raise ValueError(msg) from None
+    if not _is_option_value(value):
+        msg = f"--set {text!r}: value must be a number, bool, string, list or mapping, got {type(value).__name__}"
+        raise ValueError(msg)
+    return node, path, value
+
+
+def _is_option_value(value: object) -> bool:
+    if value is None or isinstance(value, bool | int | float | str):
+        return True
+    if isinstance(value, list):
+        return all(_is_option_value(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_option_value(v) for k, v in value.items())
+    return False
+
+
+def apply_overrides(spec: Any, overrides: list[str]) -> Any:
+    """A copy of ``spec`` (a ``GraphSpec``) with ``--set`` overrides applied to node options."""
+    import copy
+    import dataclasses
+
+    names = [n.name for n in spec.nodes]
+    options: dict[str, Any] = {}
+    for text in overrides:
+        node, path, value = parse_override(text, names)
+        current = options.get(node, copy.deepcopy(spec.nodes[names.index(node)].options))
+        if current is None:
+            current = {}
+        if not isinstance(current, dict):
+            msg = f"--set {text!r}: the options of node `{node}` are not a mapping"
+            raise ValueError(msg)
+        target = current
+        for part in path[:-1]:
+            inner = target.setdefault(part, {})
+            if not isinstance(inner, dict):
+                msg = f"--set {text!r}: option `{part}` of node `{node}` is not a mapping"
+                raise ValueError(msg)
+            target = inner
+        target[path[-1]] = value
+        options[node] = current
+    nodes = tuple(dataclasses.replace(n, options=options[n.name]) if n.name in options else n for n in spec.nodes)
+    return dataclasses.replace(spec, nodes=nodes)
+
+
+def _load_graph(graph: Path, overrides: list[str]) -> Any:
+    """Build the graph (exit 2 with one line on a configuration error)."""
+    import flowplex
+    from flowplex.config._load import load_plan_file
+    from flowplex.errors import ConfigError
+
+    try:
+        if not overrides:
+            return flowplex.Graph.from_yaml_file(graph)
+        spec = load_plan_file(graph).spec
+        try:
+            spec = apply_overrides(spec, overrides)
+        except ValueError as exc:
+            raise _usage(str(exc)) from None
+        return flowplex.Graph.from_spec(spec)
+    except (ConfigError, KeyError, OSError) as exc:
+        raise _fail_at(graph, exc, 2) from None
+
+
+def _in_flight(stats: Any) -> str:
+    """``a (RUNNING 1.2s), b (3 queued)`` for nodes with work claimed, queued or blocked."""
+    from flowplex.diagnostics._dot_format import fmt_duration_us
+
+    parts = []
+    for n in stats.nodes:
+        notes = []
+        if n.running:
+            notes.append(f"RUNNING {fmt_duration_us(n.running_for_us)}" if n.running_for_us else "RUNNING")
+        if n.blocked:
+            notes.append("blocked on a full queue")
+        if n.queued:
+            notes.append(f"{n.queued} queued")
+        if n.state == "WAITING_SOURCE":
+            notes.append("source waiting for its next turn")
+        if notes:
+            parts.append(f"{n.node_name} ({', '.join(notes)})")
+    return ", ".join(parts) or "nothing"
+
+
+def _write_artifacts(g: Any, graph: Path, dot: Path | None, dot_view: str, trace: Path | None,
+                     show_stats: bool) -> int:
+    """Write --dot / --trace and print --stats; returns 0 or the exit code of a failure."""
+    from flowplex.diagnostics import render_svg
+    from flowplex.errors import FlowplexError
+
+    code = 0
+    if show_stats:
+        typer.echo(g.dump(), err=True, nl=False)
+    try:
+        if dot is not None:
+            text = g.to_dot(dot_view)
+            if dot.suffix.lower() == ".svg":
+                dot.write_bytes(render_svg(text))
+            else:
+                dot.write_text(text, encoding="utf-8")
+        if trace is not None:
+            trace.write_text(g.to_chrome_trace(), encoding="utf-8")
+    except (OSError, FlowplexError) as exc:
+        _fail_at(graph, exc, 1)
+        code = 1
+    return code
+
+
 @app.command()
 def run(
     graph: Annotated[Path, typer.Argument(help="The graph's YAML file.", exists=True, dir_okay=False)],
+    overrides: Annotated[list[str] | None, typer.Option("--set", "-s", metavar="NODE.OPTION=VALUE",
+                                                        help=_SET_HELP)] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write outputs as JSON lines to this file.")
     ] = None,
+    show_stats: Annotated[bool, typer.Option("--stats", help="Print per-node stats on stderr at the end.")] = False,
+    dot: Annotated[Path | None, typer.Option("--dot", metavar="FILE",
+                                             help="Write a DOT snapshot at the end (FILE.svg: render it).")] = None,
+    dot_view: Annotated[str, typer.Option("--dot-view", help="topology, compact or diagnostics.")] = "diagnostics",
+    trace: Annotated[Path | None, typer.Option("--trace", metavar="FILE",
+                                               help="Write a Chrome/Perfetto trace of every kernel call.")] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", metavar="N",
+                                                     help="Serve Prometheus metrics on this port (0: any).")] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address the metrics server binds.")] = (
+        "127.0.0.1"),
+    live: Annotated[bool | None, typer.Option("--live/--no-live",
+                                              help="Live per-node table (default: when stderr is a terminal).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
 ) -> None:
-    """Run a graph whose data comes from source kernels and print what reaches its outputs."""
-    import flowplex
+    """Run a graph whose data comes from source kernels and print what reaches its outputs.
+
+    Exit codes: 0 done, 1 runtime error, 2 configuration or usage error, 130 Ctrl-C.
+    """
+    import contextlib
+
     from flowplex._timestamps import ts_name
-    from flowplex.errors import ConfigError, FlowplexError
+    from flowplex.diagnostics._dot import parse_view
+    from flowplex.errors import FlowplexError, GraphCancelled
 
     try:
-        g = flowplex.Graph.from_yaml_file(graph)
-    except (ConfigError, KeyError) as exc:
-        raise _fail(exc, 2) from None
+        parse_view(dot_view)
+    except ValueError as exc:
+        msg = f"--dot-view: {exc}"
+        raise _usage(msg) from None
+    g = _load_graph(graph, overrides or [])
     lock = threading.Lock()
-    sink = output.open("w", encoding="utf-8") if output is not None else None
     count = 0
+    try:
+        sink = output.open("w", encoding="utf-8") if output is not None else None
+    except OSError as exc:
+        msg = f"cannot write --output {output}: {exc.strerror or exc}"
+        raise _usage(msg) from None
 
     def show(port: str) -> Any:
         def on_packet(packet: Any) -> None:
@@ -86,26 +271,98 @@ def run(
                 if sink is not None:
                     sink.write(json.dumps(record) + "\n")
                 else:
-                    typer.echo(f"{port}\tts={ts_name(packet.timestamp)}\t{record['value']}")
+                    sys.stdout.write(f"{port}\tts={ts_name(packet.timestamp)}\t{record['value']}\n")
 
         return on_packet
 
-    try:
-        with g:
-            for port in g.plan.graph_outputs:
-                g.observe(port, show(port))
+    if trace is not None:
+        g.enable_tracing()
+    code = 0
+    with contextlib.ExitStack() as stack:
+        stack.callback(g.close)
+        if sink is not None:
+            stack.callback(sink.close)
+        for port in g.plan.graph_outputs:
+            g.observe(port, show(port))
+        if metrics_port is not None:
+            from flowplex.diagnostics import serve_metrics
+
+            try:
+                server = serve_metrics(g, metrics_port, metrics_host)
+            except OSError as exc:
+                msg = f"cannot serve metrics on {metrics_host}:{metrics_port}: {exc.strerror or exc}"
+                raise _usage(msg) from None
+            stack.callback(server.close)
+            typer.echo(f"flowplex: metrics on {server.url}", err=True)
+        display = None
+        if live if live is not None else sys.stderr.isatty():
+            from rich.console import Console
+
+            from flowplex.diagnostics._live import LiveDisplay
+
+            display = LiveDisplay(g, Console(stderr=True), redirect_stdout=sink is None and sys.stdout.isatty())
+            stack.enter_context(display)
+        try:
             g.start()
             g.close_all_inputs()
             g.wait_done(timeout=timeout)
-    except KeyboardInterrupt:
-        typer.echo("flowplex: cancelled", err=True)
-        raise typer.Exit(130) from None
-    except FlowplexError as exc:
-        raise _fail(exc, 1) from None
-    finally:
+        except KeyboardInterrupt:
+            snapshot = g.stats()
+            if display is not None:
+                display.stop()
+            g.cancel()
+            with contextlib.suppress(FlowplexError, KeyboardInterrupt):
+                g.wait_done(timeout=5.0)
+            typer.echo(f"flowplex: cancelled (Ctrl-C); in flight: {_in_flight(snapshot)}; "
+                       f"{count} packet(s) so far", err=True)
+            code = 130
+        except GraphCancelled as exc:
+            code = 130
+            _fail_at(graph, exc, code)
+        except FlowplexError as exc:
+            if display is not None:
+                display.stop()
+            code = 1
+            _fail_at(graph, exc, code)
+        if display is not None:
+            display.stop()
         if sink is not None:
-            sink.close()
+            sink.flush()
+        code = _write_artifacts(g, graph, dot, dot_view, trace, show_stats) or code
+    if code:
+        raise typer.Exit(code)
     typer.echo(f"flowplex: {count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
+
+
+@app.command("dot")
+def dot_command(
+    graph: Annotated[Path, typer.Argument(help="The graph's YAML file.", exists=True, dir_okay=False)],
+    view: Annotated[str, typer.Option("--view", help="topology, compact or diagnostics.")] = "topology",
+    svg: Annotated[Path | None, typer.Option("--svg", metavar="FILE",
+                                             help="Render to SVG with Graphviz instead of printing DOT.")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", "-s", metavar="NODE.OPTION=VALUE",
+                                                        help=_SET_HELP)] = None,
+) -> None:
+    """Print a graph as Graphviz DOT (without running it), or render it to SVG."""
+    from flowplex.diagnostics import render_svg
+    from flowplex.diagnostics._dot import parse_view
+    from flowplex.errors import FlowplexError
+
+    try:
+        parse_view(view)
+    except ValueError as exc:
+        msg = f"--view: {exc}"
+        raise _usage(msg) from None
+    g = _load_graph(graph, overrides or [])
+    with g:
+        text = g.to_dot(view)
+    if svg is None:
+        sys.stdout.write(text)
+        return
+    try:
+        svg.write_bytes(render_svg(text))
+    except (OSError, FlowplexError) as exc:
+        raise _fail_at(graph, exc, 1) from None
 
 
 def _check(graph: Path, as_json: bool) -> None:

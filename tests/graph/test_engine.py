@@ -225,11 +225,11 @@ output_ports: [y]
 
 def test_misuse_gets_clear_exceptions() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
-        with pytest.raises(RuntimeError, match=r"before Graph\.start"):
+        with pytest.raises(RuntimeError, match=r"requires the graph to be RUNNING.*Graph\.start"):
             g.send("x", 1, ts=0)
-        with pytest.raises(KeyError, match="not a graph input port"):
+        with pytest.raises(KeyError, match="graph input port `nope` does not exist"):
             g.input("nope")
-        with pytest.raises(KeyError, match="not a graph output port"):
+        with pytest.raises(KeyError, match="graph output port `y` does not exist"):
             g.add_poller("y")
         g.start()
         with pytest.raises(RuntimeError, match="add_poller"):

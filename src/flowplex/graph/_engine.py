@@ -882,7 +882,8 @@ class Engine:
     def _check_can_send(self, edge: Edge) -> None:
         state = self.state
         if state < RUNNING:
-            msg = f"cannot send on `{edge.name}` before Graph.start() (state {STATE_NAMES[state]})"
+            msg = (f"cannot send on `{edge.name}`: send requires the graph to be RUNNING (current "
+                   f"{STATE_NAMES[state]}); call Graph.start() first")
             raise StateError(msg)
         # A failure or a cancel explains more than "closed": report it first.
         if self.cancelled:

@@ -239,7 +239,7 @@ class Graph:
 
             hint = suggest(port, list(self._plan.graph_outputs))
             tail = f"; did you mean `{hint}`?" if hint else f" (graph outputs: {list(self._plan.graph_outputs)})"
-            msg = f"`{port}` is not a graph output port{tail}"
+            msg = f"graph output port `{port}` does not exist{tail}"
             raise UnknownPortError(msg)
         return self._engine.edges[port]
 
@@ -329,7 +329,7 @@ class Graph:
 
             hint = suggest(port, list(self._inputs))
             tail = f"; did you mean `{hint}`?" if hint else f" (graph inputs: {list(self._inputs)})"
-            msg = f"`{port}` is not a graph input port{tail}"
+            msg = f"graph input port `{port}` does not exist{tail}"
             raise UnknownPortError(msg)
         return handle
 

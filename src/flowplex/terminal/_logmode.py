@@ -1,0 +1,286 @@
+"""Log mode: whole lines from many agents, each with its agent's label and colour.
+
+Lines never interleave: an agent's bytes collect in its own line buffer until a newline, then
+the whole line is queued, prefixed with the agent's label, and the render thread writes every
+queued line in one write. A line that stalls (or grows too long) is flushed after
+``partial_flush_s`` with a continuation mark, and continues on the next line with the same
+mark. Carriage-return progress output (``50%\\r51%\\r``) is not logged: it becomes the agent's
+status line in a footer redrawn in place; only the final state reaches the log. Without a TTY
+the output is plain lines: no colour, no footer, no escape sequence at all.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+
+from ..transport._format import COLOURS
+from ._caps import TermCaps
+from ._display import AgentInfo, Display
+from ._sanitize import CR, NEWLINE, LogSanitizer
+from ._text import display_width, truncate_to_width
+from ._writer import Writer
+
+__all__ = ["LogRenderer"]
+
+RESET: Final = "\x1b[0m"
+DIM: Final = "\x1b[2m"
+_SGR: Final = re.compile("\x1b\\[[0-9;:]*m")
+_RESETS: Final = re.compile("\x1b\\[(?:0*)m")
+_LABEL_MAX: Final = 16
+
+
+@dataclass(slots=True)
+class _LogAgent:
+    sanitizer: LogSanitizer = field(default_factory=LogSanitizer)
+    pieces: list[str] = field(default_factory=list)
+    length: int = 0
+    started: float | None = None
+    cr_pending: bool = False
+    progress: bool = False
+    status: str = ""
+    continues: bool = False
+    carry: str = ""
+
+
+class LogRenderer(Display):
+    """Renders agents as an interleaved log of whole, labelled lines.
+
+    Args:
+        writer: The single writer (default: standard output).
+        caps: Terminal capabilities; without a TTY: plain lines, no escape sequences.
+        fps: Most writes per second (lines arriving in between go out together).
+        partial_flush_s: A line without a newline is flushed after this long, with a
+            continuation mark. If in doubt, keep 2 s: LLM sentences take that long.
+        max_line_chars: A longer line is cut (with continuation marks) at this many characters.
+        max_pending_lines: Lines waiting for a slow terminal; beyond it the oldest are dropped
+            and counted (``stats().dropped_lines``), and a notice line says how many.
+        size_fn, clock: See :class:`Display`.
+    """
+
+    mode = "log"
+
+    def __init__(
+        self,
+        writer: Writer | None = None,
+        caps: TermCaps | None = None,
+        *,
+        fps: float = 60.0,
+        partial_flush_s: float = 2.0,
+        max_line_chars: int = 4000,
+        max_pending_lines: int = 5000,
+        size_fn: Callable[[], tuple[int, int]] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        super().__init__(writer, caps, fps=fps, size_fn=size_fn, clock=clock)
+        self.partial_flush_s = float(partial_flush_s)
+        self.max_line_chars = int(max_line_chars)
+        self.max_pending_lines = int(max_pending_lines)
+        self._state: dict[int, _LogAgent] = {}
+        self._lines: deque[str] = deque()
+        self._dropped_lines = 0
+        self._dropped_unreported = 0
+        self._progress_replaced = 0
+        self._footer_rows = 0
+        self._footer_text: list[str] = []
+        self._status_dirty = False
+        self._label_width = 0
+        self._mark = "…" if self.caps.unicode else "..."
+
+    # -- feeding (lock held) ----------------------------------------------------------------------
+
+    def _on_new_agent(self, info: AgentInfo) -> None:
+        self._state[info.stream_id] = _LogAgent()
+        self._label_width = min(_LABEL_MAX, max(self._label_width, len(info.name)))
+
+    def _on_agent_changed(self, info: AgentInfo) -> None:
+        self._label_width = min(_LABEL_MAX, max(self._label_width, len(info.name)))
+
+    def _on_feed(self, info: AgentInfo, data: bytes) -> None:
+        st = self._state[info.stream_id]
+        now = self._clock()
+        for kind, text in st.sanitizer.feed(data):
+            if kind == NEWLINE:
+                st.cr_pending = False
+                self._end_line(info, st, partial=False)
+            elif kind == CR:
+                if st.cr_pending:
+                    self._progress_cr(st)
+                st.cr_pending = True
+            else:
+                if st.cr_pending:
+                    self._progress_cr(st)
+                if st.started is None:
+                    st.started = now
+                st.pieces.append(text)
+                st.length += len(text)
+                if st.length >= self.max_line_chars and not st.progress:
+                    self._end_line(info, st, partial=True)
+
+    def _progress_cr(self, st: _LogAgent) -> None:
+        """A carriage return followed by more text: the line is being redrawn in place."""
+        st.cr_pending = False
+        if st.progress and st.status:
+            self._progress_replaced += 1
+        content = "".join(st.pieces)
+        if content:
+            st.status = content
+        st.progress = True
+        st.pieces.clear()
+        st.length = 0
+        st.started = None
+        self._status_dirty = True
+
+    def _end_line(self, info: AgentInfo, st: _LogAgent, *, partial: bool) -> None:
+        text = "".join(st.pieces)
+        if not text and st.progress and not partial:
+            text = st.status  # "50%\r\n": the last progress state is the line
+        st.pieces.clear()
+        st.length = 0
+        st.started = None
+        if st.progress:
+            st.progress = False
+            st.status = ""
+            self._status_dirty = True
+        self._queue(self._format_line(info, st, text, partial=partial))
+
+    def _on_end(self, info: AgentInfo) -> None:
+        st = self._state[info.stream_id]
+        self._flush_agent(info, st)
+        note = info.note or ("done" if info.ok else "failed")
+        rule = "──" if self.caps.unicode else "--"
+        if self.caps.colour:
+            colour = COLOURS[3].decode() if not info.ok else DIM
+            body = f"{colour}{rule} {note}{RESET}"
+        else:
+            body = f"{rule} {note}"
+        self._queue(self._prefix(info) + body + "\n")
+
+    def _flush_agent(self, info: AgentInfo, st: _LogAgent) -> None:
+        """Whatever an agent left unfinished becomes a final line (end of stream or of display)."""
+        if st.cr_pending:
+            st.cr_pending = False
+        if st.pieces or st.progress:
+            if not st.pieces and st.status:
+                st.pieces.append(st.status)
+            st.progress = False
+            st.status = ""
+            self._status_dirty = True
+            if st.pieces:
+                self._end_line(info, st, partial=False)
+
+    def _queue(self, line: str) -> None:
+        self._lines.append(line)
+        if len(self._lines) > self.max_pending_lines:
+            self._lines.popleft()
+            self._dropped_lines += 1
+            self._dropped_unreported += 1
+
+    # -- formatting ---------------------------------------------------------------------------------
+
+    def _prefix(self, info: AgentInfo) -> str:
+        name = info.name if len(info.name) <= _LABEL_MAX else info.name[: _LABEL_MAX - 1] + "…"
+        label = name.ljust(self._label_width)
+        if self.caps.colour:
+            bar = "│" if self.caps.unicode else "|"
+            return f"{COLOURS[info.agent_type].decode()}{label} {bar}{RESET} "
+        bar = "│" if self.caps.unicode else "|"
+        return f"{label} {bar} "
+
+    def _format_line(self, info: AgentInfo, st: _LogAgent, text: str, *, partial: bool) -> str:
+        head = self._mark + " " if st.continues else ""
+        tail = " " + self._mark if partial else ""
+        st.continues = partial
+        if self.caps.colour:
+            body = st.carry + head + text + tail
+            st.carry = _carry_sgr(st.carry, text)
+            return self._prefix(info) + body + RESET + "\n"
+        return self._prefix(info) + head + _SGR.sub("", text) + tail + "\n"
+
+    # -- rendering (render thread) --------------------------------------------------------------------
+
+    def _next_timer(self, now: float) -> float | None:
+        with self._lock:
+            starts = [st.started for st in self._state.values() if st.started is not None and not st.progress]
+        if not starts:
+            return None
+        return max(0.0, min(starts) + self.partial_flush_s - now)
+
+    def _render(self, now: float, *, final: bool) -> bytes:
+        with self._lock:
+            for stream_id, st in self._state.items():
+                info = self._agents[stream_id]
+                if final:
+                    self._flush_agent(info, st)
+                elif st.started is not None and now - st.started >= self.partial_flush_s:
+                    if st.progress or st.cr_pending:
+                        continue
+                    self._end_line(info, st, partial=True)
+            lines = list(self._lines)
+            self._lines.clear()
+            if self._dropped_unreported:
+                lines.insert(0, f"[flowplex] {self._dropped_unreported} log lines dropped: the terminal was slower "
+                                "than the agents\n")
+                self._dropped_unreported = 0
+            footer = self._footer_lines() if self.caps.is_tty and not final else []
+            footer_changed = footer != self._footer_text
+            self._status_dirty = False
+        if not lines and not footer_changed:
+            return b""
+        out: list[str] = []
+        if self._footer_rows:
+            out.append("\r\x1b[J")  # the cursor sits at the footer's first line: erase the footer
+        out.extend(lines)
+        if footer:
+            out.append("\n".join(footer))
+            out.append("\r" + (f"\x1b[{len(footer) - 1}A" if len(footer) > 1 else ""))
+        self._footer_rows = len(footer)
+        self._footer_text = footer
+        return "".join(out).encode("utf-8", "replace")
+
+    def _footer_lines(self) -> list[str]:
+        width = max(10, self.caps.columns - 1)  # never reach the last column: no autowrap
+        rows: list[str] = []
+        limit = max(1, self.caps.rows // 3)
+        for stream_id, st in self._state.items():
+            if not st.progress:
+                continue
+            info = self._agents[stream_id]
+            current = "".join(st.pieces) or st.status
+            plain = _SGR.sub("", current)
+            prefix_w = display_width(info.name.ljust(self._label_width)) + 3
+            text = truncate_to_width(plain, max(1, width - prefix_w))
+            rows.append(self._prefix(info) + text + (RESET if self.caps.colour else ""))
+            if len(rows) >= limit:
+                break
+        return rows
+
+    def _enter(self) -> None:
+        pass
+
+    def _leave(self) -> None:
+        if self._footer_rows:
+            self.writer.write(b"\r\x1b[J")
+            self._footer_rows = 0
+
+    def _extra_stats(self) -> dict[str, int]:
+        stripped = sum(st.sanitizer.stripped for st in self._state.values())
+        return {"dropped_lines": self._dropped_lines, "coalesced": self._progress_replaced, "stripped": stripped}
+
+
+def _carry_sgr(carry: str, text: str) -> str:
+    """The SGR state still active after ``text``: re-applied at the start of the next line."""
+    codes = _SGR.findall(text)
+    if not codes:
+        return carry
+    last_reset = -1
+    for i, code in enumerate(codes):
+        if _RESETS.fullmatch(code):
+            last_reset = i
+    kept = codes[last_reset + 1 :] if last_reset >= 0 else [carry, *codes]
+    joined = "".join(kept)
+    return joined[-256:]
