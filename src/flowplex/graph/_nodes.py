@@ -99,6 +99,7 @@ class Edge:
     def update_solo(self) -> None:
         """Recompute ``solo`` after consumers or subscribers change."""
         plain = (len(self.consumers) == 1 and not self.consumers[0].is_back and not self.consumers[0].fixed
+                 and not self.consumers[0].capacity
                  and not self.pollers and not self.observers and not self.bound_pollers and not self.bound_observers)
         self.solo = self.consumers[0] if plain else None
 
@@ -119,7 +120,7 @@ class Node:
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
-                 "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1")
+                 "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -152,6 +153,8 @@ class Node:
             else:
                 p.capacity = spec.input_queues.capacity_of(p.name)
         self.out_edges: list[Edge] = []
+        self.simple = False
+        """A chain link: not a source, one invocation at a time, exactly one output port."""
         self.in_types: list[int] = []
         self.out_types: list[int] = []
         self.typed_inputs = False
