@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sys
 import threading
 import traceback
@@ -59,6 +60,32 @@ def packet_value(packet: Any) -> object:
 # -- run ------------------------------------------------------------------------------------------
 
 _SET_HELP = "Override a node option: NODE.OPTION=VALUE (VALUE is YAML: 3, 2.5, true, [1, 2]); repeatable."
+
+
+class _StderrLog(logging.Handler):
+    """flowplex's log records as ``flowplex: warning: ...`` lines on the current ``sys.stderr``.
+
+    ``sys.stderr`` is looked up per record so lines go above the live display while it runs.
+    The engine's ``kernel failed: ...`` ERROR record is dropped: the command reports that error
+    itself, as its one line.
+    """
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.levelno >= logging.ERROR and message.startswith("kernel failed: "):
+            return
+        try:
+            sys.stderr.write(f"flowplex: {record.levelname.lower()}: {message}\n")
+        except Exception:  # logging must never break the run
+            self.handleError(record)
+
+
+def _setup_logging() -> None:
+    """Show flowplex's warnings (and INFO with --debug) on stderr; idempotent."""
+    root = logging.getLogger("flowplex")
+    if not any(isinstance(h, _StderrLog) for h in root.handlers):
+        root.addHandler(_StderrLog())
+    root.setLevel(logging.INFO if _state["debug"] else logging.WARNING)
 
 
 def _where(graph: Path, exc: BaseException) -> str:
@@ -253,6 +280,7 @@ def run(
     except ValueError as exc:
         msg = f"--dot-view: {exc}"
         raise _usage(msg) from None
+    _setup_logging()
     g = _load_graph(graph, overrides or [])
     lock = threading.Lock()
     count = 0
@@ -353,6 +381,7 @@ def dot_command(
     except ValueError as exc:
         msg = f"--view: {exc}"
         raise _usage(msg) from None
+    _setup_logging()
     g = _load_graph(graph, overrides or [])
     with g:
         text = g.to_dot(view)

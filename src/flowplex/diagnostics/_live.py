@@ -16,9 +16,8 @@ from ._stats import GraphStats
 if TYPE_CHECKING:
     from types import TracebackType
 
-    from rich.console import Console
+    from rich.console import Console, Group
     from rich.live import Live
-    from rich.table import Table
 
     from ..graph import Graph
 
@@ -38,15 +37,17 @@ _STATE_STYLES: Final = {
 }
 
 
-def render_table(stats: GraphStats, previous: GraphStats | None, elapsed_s: float) -> Table:
-    """A table of every node: state, processed, rate since ``previous``, queue and errors."""
+def render_table(stats: GraphStats, previous: GraphStats | None, elapsed_s: float) -> Group:
+    """A title line and a table of every node: state, processed, rate since ``previous``, queue, errors."""
+    from rich.console import Group
     from rich.table import Table
+    from rich.text import Text
 
     window_s = (stats.taken_ns - previous.taken_ns) / 1e9 if previous is not None else 0.0
     before = {n.node_name: n.processed for n in previous.nodes} if previous is not None else {}
     title = (f"flowplex · {stats.state.lower()} · {elapsed_s:.1f}s · queued {stats.queued} · "
              f"errors {stats.errors} · dropped {stats.dropped}")
-    table = Table(title=title, title_justify="left", expand=False, box=None, pad_edge=False)
+    table = Table(expand=False, box=None, pad_edge=False)
     for header, justify in (("node", "left"), ("state", "left"), ("processed", "right"), ("rate/s", "right"),
                             ("queued", "right"), ("errors", "right"), ("avg", "right")):
         table.add_column(header, justify=justify)  # type: ignore[arg-type]
@@ -66,15 +67,15 @@ def render_table(stats: GraphStats, previous: GraphStats | None, elapsed_s: floa
             f"{n.processed:,}" if stats.stats_level != "off" else "-", rate, str(n.queued),
             f"[red]{n.errors}[/]" if n.errors else "0", fmt_duration_us(avg) if avg is not None else "-",
         )
-    return table
+    return Group(Text(title, style="bold", no_wrap=True, overflow="ellipsis"), table)
 
 
 class LiveDisplay:
     """A transient rich ``Live`` table of ``graph`` on ``console``; use as a context manager.
 
     The render runs on rich's refresh thread and only takes snapshots (no engine calls
-    beyond ``Graph.stats``). Lines written to ``sys.stdout`` meanwhile appear above the table
-    when ``redirect_stdout`` is set.
+    beyond ``Graph.stats``). Lines written to ``sys.stderr`` meanwhile (and to ``sys.stdout`` when
+    ``redirect_stdout`` is set) appear above the table.
     """
 
     def __init__(self, graph: Graph, console: Console, *, redirect_stdout: bool) -> None:
@@ -88,7 +89,7 @@ class LiveDisplay:
         self._redirect_stdout = redirect_stdout
         self._live: Live | None = None
 
-    def _render(self) -> Table:
+    def _render(self) -> Group:
         stats = self._graph.stats()
         table = render_table(stats, self._previous, self._monotonic() - self._started)
         self._previous = stats
@@ -100,7 +101,7 @@ class LiveDisplay:
         self._started = self._monotonic()
         self._live = Live(
             console=self._console, refresh_per_second=REFRESH_PER_SECOND, transient=True,
-            redirect_stdout=self._redirect_stdout, redirect_stderr=False, get_renderable=self._render,
+            redirect_stdout=self._redirect_stdout, redirect_stderr=True, get_renderable=self._render,
         )
         self._live.start()
         return self

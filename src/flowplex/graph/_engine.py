@@ -78,6 +78,8 @@ class Engine:
         """Host threads inside ``wait_change``; progress notifies only when some wait."""
         self._run = self.run
         self.stats_level = "basic"
+        self.started_ns = 0
+        """``perf_counter_ns`` at ``Graph.start`` (0 before): the diagnostics window origin."""
         self.timed = False
         """Measure every callback: stats ``full``, a tracer or the watchdog is on."""
         self.watchdog_ns = 0

@@ -78,6 +78,8 @@ class Graph:
         self._counters_lock = threading.Lock()
         self._counters: dict[str, int] = {}
         self._engine: Engine = build_engine(plan, self._counter_add, kernel_log)
+        if plan.spec.trace_capacity > 0:
+            self.enable_tracing(plan.spec.trace_capacity)
         self._side_packets: dict[str, Packet] = {}
         self._inputs = {name: Input(self._engine, self._engine.edges[name]) for name in plan.graph_inputs}
         self._pollers: list[Poller] = []
@@ -178,6 +180,7 @@ class Graph:
                 ex.start()
         subs: list[Submission] = []
         with engine.lock:
+            engine.started_ns = time.perf_counter_ns()
             engine.state = RUNNING
             if engine.graph_inputs and all(e.closed for e in engine.graph_inputs):
                 engine.state = DRAINING
@@ -226,6 +229,7 @@ class Graph:
                 poller.reset()
             engine.queued = 0
             engine.queued_bytes = 0
+            engine.started_ns = 0
             engine.blocked_nodes.clear()
             engine.state = INITIALIZED
         with self._counters_lock:
