@@ -206,8 +206,6 @@ class Engine:
             ctx = node.contexts.pop()
             ctx._ts = node.seq
             ctx._phase = PHASE_PROCESS
-            if node.rate_period:
-                node.last_start = time.monotonic()
         else:
             general = self._claim_general(node)
             if general is None:
@@ -405,6 +403,9 @@ class Engine:
             self._run_close(node, ctx)
             return
         err: BaseException | None = None
+        if node.rate_period:
+            # `rate` spaces the *starts* of process calls: stamp when it really starts.
+            node.last_start = time.monotonic()
         text = _input_type_error(node, ctx) if node.typed_inputs else ""
         if not text:
             if self.timed:

@@ -480,6 +480,19 @@ class Graph:
             raise UnknownPortError(msg)
         return edge.dropped
 
+    def overwritten_count(self, port: str) -> int:
+        """Feedback values replaced before they were read, on back-edge ``port``.
+
+        lm-lmflow reports these as drops (with the fixed_size warning); flowplex keeps them
+        apart: a feedback register is meant to keep only the newest value.
+        """
+        edge = self._engine.edges.get(port)
+        if edge is None:
+            msg = f"no edge named `{port}`"
+            raise UnknownPortError(msg)
+        with self._engine.lock:
+            return sum(p.overwritten for p in edge.consumers if p.is_back)
+
     def _counter_add(self, name: str, delta: int) -> None:
         with self._counters_lock:
             self._counters[name] = self._counters.get(name, 0) + delta

@@ -93,8 +93,9 @@ def make_route_kernel(spec: NodeSpec) -> type[Kernel]:
             if matched:
                 return
             if default is not None:
+                # lm-flow counts default deliveries apart from rule emissions.
                 cc.emit(default, clone_owned(packet))
-                cc.counter_add(f"route.{name}.emitted.{spec.output_ports[default].name}")
+                cc.counter_add(f"route.{name}.default_emitted")
             elif unmatched == "drop":
                 cc.counter_add(f"route.{name}.dropped")
             elif unmatched == "error":

@@ -19,7 +19,7 @@ DEFAULT_ROWS: Final = 24
 
 
 def terminal_size(fd: int, env: Mapping[str, str] | None = None) -> tuple[int, int]:
-    """``(columns, rows)`` of the terminal on ``fd``; ``$COLUMNS``/``$LINES`` or 80×24 otherwise."""
+    """``(columns, rows)`` of the terminal on ``fd``; ``$COLUMNS``/``$LINES`` or 80x24 otherwise."""
     try:
         size = os.get_terminal_size(fd)
     except (OSError, ValueError):

@@ -31,7 +31,7 @@ from ._writer import Writer
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AgentInfo", "Display", "agent_type_of"]
+__all__ = ["AgentInfo", "Display", "agent_type_of", "stream_order"]
 
 _IDLE_POLL_S: Final = 0.1
 """The render thread looks at least this often for a resize (the SIGWINCH handler only sets a
@@ -60,6 +60,11 @@ def agent_type_of(value: object, *, where: str = "agent_type") -> AgentType:
     raise UsageError(msg)
 
 
+def stream_order(stream_id: int) -> tuple[bool, int]:
+    """Sort key of agents: by stream id, with negative ids (stdout/stderr proxies) last."""
+    return stream_id < 0, stream_id
+
+
 @dataclass(slots=True)
 class AgentInfo:
     """What a display knows about one agent (stream); mutable, owned by the display."""
@@ -68,12 +73,18 @@ class AgentInfo:
     name: str
     agent_type: AgentType
     number: int
-    """1-based order of appearance; the key that focuses it in panes mode."""
+    """1-based position in stream-id order (see :func:`stream_order`); the key that focuses it
+    in panes mode."""
     messages: int = 0
     bytes_in: int = 0
     finished: bool = False
     ok: bool = True
     note: str = ""
+    exit_code: int | None = None
+    """The exit status given to ``end_stream`` (commands)."""
+    pty: bool = False
+    """The stream is a program's output through a pseudo-terminal (newlines already CRLF where
+    the program wanted them); otherwise it is text, and ``\n`` starts a new line."""
 
 
 class Display(ABC):
@@ -128,6 +139,9 @@ class Display(ABC):
         self._winch_installed = False
         self.quit_requested = threading.Event()
         """Set when the user asked to quit (``q`` in panes mode)."""
+        self.draining = threading.Event()
+        """Set by the host program when it winds down: agent sources bound to this display
+        (their ``display`` option) finish at their next turn, so the graph ends by itself."""
         # Counters (updated under self._lock or by the render thread only).
         self._messages = 0
         self._bytes_in = 0
@@ -151,8 +165,10 @@ class Display(ABC):
         if info is None:
             kind = AgentType.ASSISTANT if agent_type is None else agent_type_of(agent_type)
             label = safe_label(name if name else f"agent-{stream_id}", 32)
-            info = AgentInfo(stream_id, label, kind, len(self._agents) + 1)
+            info = AgentInfo(stream_id, label, kind, 0)
             self._agents[stream_id] = info
+            for number, sid in enumerate(sorted(self._agents, key=stream_order), 1):
+                self._agents[sid].number = number
             self._on_new_agent(info)
         else:
             if name and name != info.name:
@@ -165,7 +181,15 @@ class Display(ABC):
                     self._on_agent_changed(info)
         return info
 
-    def feed(self, stream_id: int, data: bytes | str, *, name: str | None = None, agent_type: object = None) -> None:
+    def feed(
+        self,
+        stream_id: int,
+        data: bytes | str,
+        *,
+        name: str | None = None,
+        agent_type: object = None,
+        pty: bool | None = None,
+    ) -> None:
         """Queue a chunk of an agent's output for display; returns at once (any thread).
 
         Args:
@@ -173,10 +197,14 @@ class Display(ABC):
             data: Raw output, terminal escape sequences included; a ``str`` is encoded as UTF-8.
             name: The agent's label (first use, or to rename it).
             agent_type: The agent type (selects the colour); ``AgentType``, 0..7 or a name.
+            pty: The output comes from a pseudo-terminal (see ``AgentInfo.pty``); set it with
+                the first chunk.
         """
         raw = data.encode() if isinstance(data, str) else bytes(data)
         with self._lock:
             info = self._agent_locked(stream_id, name, agent_type)
+            if pty is not None:
+                info.pty = pty
             info.messages += 1
             info.bytes_in += len(raw)
             self._messages += 1
@@ -186,20 +214,21 @@ class Display(ABC):
                 self._on_feed(info, raw)
         self._wake.set()
 
-    def end_stream(self, stream_id: int, note: str = "", *, ok: bool = True) -> None:
+    def end_stream(self, stream_id: int, note: str = "", *, ok: bool = True, exit_code: int | None = None) -> None:
         """Mark the agent finished (``note`` e.g. ``"exit 0"``); shown in its title or as a line."""
         with self._lock:
             info = self._agent_locked(stream_id, None, None)
             info.finished = True
             info.ok = ok
+            info.exit_code = exit_code
             info.note = safe_label(note, 60)
             self._on_end(info)
         self._wake.set()
 
     def agents(self) -> list[AgentInfo]:
-        """The agents seen so far, in order of appearance (copies)."""
+        """The agents seen so far, in stream-id order (copies)."""
         with self._lock:
-            return [dataclasses.replace(a) for a in self._agents.values()]
+            return sorted((dataclasses.replace(a) for a in self._agents.values()), key=lambda a: a.number)
 
     def pane_size(self, stream_id: int) -> tuple[int, int] | None:
         """``(columns, rows)`` of the agent's pane, for a PTY; None when it has none (log mode)."""

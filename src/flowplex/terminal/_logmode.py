@@ -21,7 +21,7 @@ from typing import Final
 from ..transport._format import COLOURS
 from ._caps import TermCaps
 from ._display import AgentInfo, Display
-from ._sanitize import CR, NEWLINE, LogSanitizer
+from ._sanitize import CR, NEWLINE, SCREEN, LogSanitizer
 from ._text import display_width, truncate_to_width
 from ._writer import Writer
 
@@ -45,6 +45,8 @@ class _LogAgent:
     status: str = ""
     continues: bool = False
     carry: str = ""
+    screen: bool = False
+    """The agent is a full-screen program: its lines feed the status line, not the log."""
 
 
 class LogRenderer(Display):
@@ -111,6 +113,13 @@ class LogRenderer(Display):
                 if st.cr_pending:
                     self._progress_cr(st)
                 st.cr_pending = True
+            elif kind == SCREEN:
+                if not st.screen and (st.pieces or st.cr_pending):
+                    st.cr_pending = False
+                    self._end_line(info, st, partial=False)
+                st.screen = True
+                st.progress = True
+                self._status_dirty = True
             else:
                 if st.cr_pending:
                     self._progress_cr(st)
@@ -137,6 +146,17 @@ class LogRenderer(Display):
 
     def _end_line(self, info: AgentInfo, st: _LogAgent, *, partial: bool) -> None:
         text = "".join(st.pieces)
+        if st.screen:
+            # A full-screen program redraws; the log keeps its status line instead.
+            if _SGR.sub("", text).strip():
+                if st.status:
+                    self._progress_replaced += 1
+                st.status = text
+                self._status_dirty = True
+            st.pieces.clear()
+            st.length = 0
+            st.started = None
+            return
         if not text and st.progress and not partial:
             text = st.status  # "50%\r\n": the last progress state is the line
         st.pieces.clear()
@@ -164,6 +184,12 @@ class LogRenderer(Display):
         """Whatever an agent left unfinished becomes a final line (end of stream or of display)."""
         if st.cr_pending:
             st.cr_pending = False
+        if st.screen:
+            st.screen = False
+            if _SGR.sub("", "".join(st.pieces)).strip():
+                st.status = "".join(st.pieces)
+            st.pieces = [st.status] if st.status else []
+            st.progress = bool(st.pieces)
         if st.pieces or st.progress:
             if not st.pieces and st.status:
                 st.pieces.append(st.status)
@@ -188,8 +214,7 @@ class LogRenderer(Display):
         if self.caps.colour:
             bar = "│" if self.caps.unicode else "|"
             return f"{COLOURS[info.agent_type].decode()}{label} {bar}{RESET} "
-        bar = "│" if self.caps.unicode else "|"
-        return f"{label} {bar} "
+        return f"{label} | "  # plain logs stay ASCII: easy to grep and to split on
 
     def _format_line(self, info: AgentInfo, st: _LogAgent, text: str, *, partial: bool) -> str:
         head = self._mark + " " if st.continues else ""

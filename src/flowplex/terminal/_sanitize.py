@@ -14,7 +14,7 @@ import codecs
 import re
 from typing import Final
 
-__all__ = ["CR", "NEWLINE", "TEXT", "LogSanitizer", "Op", "safe_label"]
+__all__ = ["CR", "NEWLINE", "SCREEN", "TEXT", "LogSanitizer", "Op", "safe_label"]
 
 TEXT: Final = 0
 """Op kind: printable text, possibly with SGR sequences inside."""
@@ -22,6 +22,9 @@ NEWLINE: Final = 1
 """Op kind: end of line (``\\n``)."""
 CR: Final = 2
 """Op kind: carriage return (``\\r``); the renderer decides between CRLF and progress rewrite."""
+SCREEN: Final = 3
+"""Op kind: the agent addresses the screen (cursor positioning, erase display, alternate
+screen): it is a full-screen program whose output cannot be read as a log."""
 
 Op = tuple[int, str]
 
@@ -40,6 +43,9 @@ _ESC_INTERMEDIATE: Final = 4
 _MAX_CSI: Final = 128
 
 _STRING_INTRODUCERS: Final = frozenset("]PX^_")
+_SCREEN_FINALS: Final = frozenset("HfdAFJ")
+"""CUP, HVP, VPA, CUU, CPL and ED: only a full-screen program moves up or clears the screen."""
+_ALT_SCREENS: Final = frozenset({"?1049", "?1047", "?47"})
 _C1_STRINGS: Final = frozenset("\x90\x98\x9d\x9e\x9f")
 
 
@@ -150,6 +156,11 @@ class LogSanitizer:
                         pieces.append(f"\x1b[{params}m")
                     else:
                         self.stripped += 1
+                        if ch in _SCREEN_FINALS or (ch == "h" and params in _ALT_SCREENS):
+                            if pieces:
+                                ops.append((TEXT, "".join(pieces)))
+                                pieces.clear()
+                            ops.append((SCREEN, ""))
                 elif "\x20" <= ch <= "\x3f":
                     i += 1
                     if len(self._csi) <= _MAX_CSI:  # an overlong sequence fails the SGR check below

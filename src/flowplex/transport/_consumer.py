@@ -52,7 +52,7 @@ class _Lane:
         consumed = self.head - w.plain[core.lane_word(index, L.L_CONSUMER_EXTRA)]
         consumed -= w.plain[core.lane_word(index, L.L_SKIPPED_SLOTS)]
         self.next_msg = (consumed + w.plain[core.lane_word(index, L.L_DROPPED)]) & _U32
-        self.slots: NDArray[np.void] | None = None
+        self.slots: NDArray[np.uint8] | None = None  # (capacity, 256) bytes, made on first use
 
 
 @final
@@ -345,15 +345,19 @@ class Consumer:
         return chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
 
     def _take_rows(self, lane: _Lane, limit: int, whole: bool) -> NDArray[np.void]:
+        """Copy up to ``limit`` published rows of ``lane`` (whole messages) and release them.
+
+        Copies through ``uint8`` views (a structured copy is about four times slower).
+        """
         cap = self._core.capacity
         if lane.slots is None:
-            lane.slots = np.ndarray((cap,), dtype=L.SLOT_DTYPE, buffer=self._mm, offset=lane.base)
-        slots = lane.slots
+            lane.slots = np.ndarray((cap, L.SLOT_SIZE), dtype=np.uint8, buffer=self._mm, offset=lane.base)
+        raw = lane.slots
         h = lane.head
         k = min(lane.avail - h, limit)
         i = h & self._mask
         first = min(k, cap - i)
-        out = np.concatenate((slots[i : i + first], slots[: k - first]))
+        out = np.concatenate((raw[i : i + first], raw[: k - first])).view(L.SLOT_DTYPE).reshape(k)
         flags = out["flags"]
         if k and flags[k - 1] & L.FLAG_CONTINUES:
             ends = np.flatnonzero((flags & L.FLAG_CONTINUES) == 0)
@@ -363,7 +367,7 @@ class Consumer:
             elif whole:  # a single message longer than ``limit`` slots: return it whole
                 k = self._message_end(lane, h) - h
                 first = min(k, cap - i)
-                out = np.concatenate((slots[i : i + first], slots[: k - first]))
+                out = np.concatenate((raw[i : i + first], raw[: k - first])).view(L.SLOT_DTYPE).reshape(k)
             else:
                 k = 0
                 out = out[:0]

@@ -305,14 +305,10 @@ class Producer:
         backoff = Backoff(timeout)
         sent = 0
         while sent < total:
-            room = self._limit - self._tail
-            if room <= 0:
+            k = self._rows_that_fit(sent, total, ends)
+            if k <= 0:
                 self._note_hwm(self._refresh_limit())
-                room = self._limit - self._tail
-            k = min(room, total - sent)
-            if ends is not None and k > 0:  # publish whole messages only
-                j = int(np.searchsorted(ends, sent + k, side="right")) - 1
-                k = int(ends[j]) - sent if j >= 0 and ends[j] > sent else 0
+                k = self._rows_that_fit(sent, total, ends)
             if k <= 0:
                 unsent = total - sent if ends is None else len(ends) - int(np.searchsorted(ends, sent, side="right"))
                 if core.policy == L.FULL_POLICY_CODES["reject"]:
@@ -332,11 +328,25 @@ class Producer:
             return sent
         return int(np.searchsorted(ends, sent, side="right"))
 
+    def _rows_that_fit(self, sent: int, total: int, ends: NDArray[np.intp] | None) -> int:
+        """How many rows from ``sent`` fit in the room known now, ending on a message boundary."""
+        k = min(self._limit - self._tail, total - sent)
+        if ends is not None and k > 0:
+            j = int(np.searchsorted(ends, sent + k, side="right")) - 1
+            k = int(ends[j]) - sent if j >= 0 and ends[j] > sent else 0
+        return k
+
     def _copy_rows(self, rows: NDArray[np.void], fragments: bool) -> None:
-        """Copy rows into the slots at the tail (wrapping) and stamp seq, msg_id and flags."""
+        """Copy rows into the slots at the tail (wrapping) and stamp seq, msg_id and flags.
+
+        The bulk copy goes through ``uint8`` views: NumPy copies a structured dtype field by
+        field, about four times slower than the plain memcpy of the same bytes.
+        """
         k = len(rows)
         cap = self._core.capacity
-        slots = np.ndarray((cap,), dtype=L.SLOT_DTYPE, buffer=self._mm, offset=self._base)
+        raw = np.ndarray((cap, L.SLOT_SIZE), dtype=np.uint8, buffer=self._mm, offset=self._base)
+        slots = raw.view(L.SLOT_DTYPE).reshape(cap)
+        src = np.ascontiguousarray(rows).view(np.uint8).reshape(k, L.SLOT_SIZE)
         t = self._tail
         i = t & self._mask
         first = min(k, cap - i)
@@ -350,10 +360,11 @@ class Producer:
             flags = (rows["flags"] & L.FLAG_TEXT) | L.FLAG_FIRST
             msg_ids = (np.arange(k, dtype=np.uint64) + self._msg) & _U32
             messages, long = k, 0
-        for dst, lo, hi in ((slots[i : i + first], 0, first), (slots[: k - first], first, k)):
+        for lo, hi, at in ((0, first, i), (first, k, 0)):
             if hi == lo:
                 continue
-            dst[...] = rows[lo:hi]
+            raw[at : at + hi - lo] = src[lo:hi]
+            dst = slots[at : at + hi - lo]
             dst["seq"] = np.arange(t + lo, t + hi, dtype=np.uint64)
             dst["msg_id"] = msg_ids[lo:hi]
             dst["flags"] = flags[lo:hi]

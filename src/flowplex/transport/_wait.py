@@ -9,6 +9,7 @@ a second and a message arriving during a sleep waits at most ``MAX_SLEEP_S``.
 
 from __future__ import annotations
 
+import os
 import time
 from typing import Final, final
 
@@ -46,6 +47,7 @@ class Backoff:
             return False
         self._polls += 1
         if self._polls <= SPIN:
+            os.sched_yield()  # a polite spin: lets a peer sharing this core run
             return True
         pause = self._sleep
         if self._deadline is not None:

@@ -1,0 +1,1 @@
+"""Data shipped with flowplex: the ``flowplex demo`` graph and its agent transcripts."""

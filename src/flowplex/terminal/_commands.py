@@ -1,0 +1,267 @@
+"""``flowplex demo`` and ``flowplex agents``: the command functions behind the CLI.
+
+Each returns the process exit code. They write to the terminal only through their display's
+writer while it is live, and print their summary with ``typer.echo`` after it stopped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from typing import TYPE_CHECKING, Final
+
+import typer
+
+from ..errors import FlowplexError, GraphCancelled, UsageError
+from ._caps import TermCaps
+from ._display import Display
+from ._logmode import LogRenderer
+from ._proxy import redirect_std_streams
+from ._registry import register_display, resolve_mode
+from ._stats import RenderStats
+from ._writer import Writer
+
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+__all__ = ["agents", "demo", "split_commands"]
+
+DEMO_DISPLAY: Final = "demo"
+AGENTS_DISPLAY: Final = "agents"
+AGENTS_USAGE: Final = "usage: flowplex agents [--mode panes|log|auto] -- CMD1 ARGS -- CMD2 ARGS ..."
+_STOP_TIMEOUT_S: Final = 10.0
+
+
+def demo(duration: float, mode: str) -> int:
+    """Run the bundled demo graph for ``duration`` seconds in ``mode``; print a summary.
+
+    Seven agents (four recorded transcripts, three real commands) stream at once. On a
+    terminal they go to the panes renderer (``q`` quits early); without one, to plain log
+    lines. Returns 0, 2 for a bad argument, 1 if the graph failed, 130 after Ctrl-C.
+    """
+    if not duration > 0:
+        typer.echo(f"flowplex demo: --duration must be positive seconds, got {duration}", err=True)
+        return 2
+    from importlib.resources import files
+
+    yaml_text = files("flowplex._data").joinpath("demo.yaml").read_text(encoding="utf-8")
+    try:
+        display = _make_display(mode, title="flowplex demo")
+    except UsageError as exc:
+        typer.echo(f"flowplex demo: {exc}", err=True)
+        return 2
+    graph = _build_graph(yaml_text)
+    started = time.monotonic()
+    code, error = _run(graph, display, DEMO_DISPLAY, until=started + duration)
+    elapsed = time.monotonic() - started
+    if error:
+        typer.echo(f"flowplex demo: error: {error}", err=True)
+    typer.echo(summary("flowplex demo", display.stats(), elapsed))
+    return code
+
+
+def agents(argv: list[str], mode: str) -> int:
+    """Run commands side by side, each in its own PTY and pane: ``-- CMD1 ARGS -- CMD2 ARGS``.
+
+    Ends when every command has exited (on a terminal with keys, after ``q``, so that the
+    results stay readable). Returns 0 when every command exited 0, else the first failing
+    command's status (128+N for a signal), 2 for a usage error, 130 after Ctrl-C.
+    """
+    commands = split_commands(argv)
+    if not commands:
+        typer.echo(f"flowplex agents: no commands given\n{AGENTS_USAGE}", err=True)
+        return 2
+    try:
+        display = _make_display(mode, title="flowplex agents")
+    except UsageError as exc:
+        typer.echo(f"flowplex agents: {exc}", err=True)
+        return 2
+    names = _unique_names([os.path.basename(cmd[0]) or cmd[0] for cmd in commands])
+    nodes: list[dict[str, object]] = []
+    ports: list[str] = []
+    for i, (cmd, name) in enumerate(zip(commands, names, strict=True)):
+        port = f"out{i}"
+        ports.append(port)
+        nodes.append({
+            "name": f"cmd{i}",
+            "kernel": "CommandSource",
+            "output_ports": [port],
+            "options": {"argv": cmd, "name": name, "stream_id": i + 1, "agent_type": "info",
+                        "display": AGENTS_DISPLAY},
+        })
+        display.add_agent(i + 1, name, "info")
+    nodes.append({"name": "screen", "kernel": "TerminalSink", "input_ports": ports,
+                  "input_policy": {"type": "immediate"}, "options": {"display": AGENTS_DISPLAY}})
+    graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
+    started = time.monotonic()
+    code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
+    if error:
+        typer.echo(f"flowplex agents: error: {error}", err=True)
+    typer.echo(summary("flowplex agents", display.stats(), time.monotonic() - started))
+    if code:
+        return code
+    for info in display.agents():
+        if info.finished and not info.ok:
+            status = info.exit_code if info.exit_code is not None else 1
+            return status if status > 0 else 128 - status
+        if not info.finished:
+            return 1
+    return 0
+
+
+def split_commands(argv: list[str]) -> list[list[str]]:
+    """``["--", "ls", "-l", "--", "date"]`` → ``[["ls", "-l"], ["date"]]`` (empty groups dropped).
+
+    >>> split_commands(["ls", "-l", "--", "date", "--"])
+    [['ls', '-l'], ['date']]
+    """
+    groups: list[list[str]] = [[]]
+    for arg in argv:
+        if arg == "--":
+            groups.append([])
+        else:
+            groups[-1].append(arg)
+    return [g for g in groups if g]
+
+
+def summary(what: str, st: RenderStats, elapsed_s: float) -> str:
+    """One line: agents, messages, bytes, frames and what was dropped.
+
+    >>> from flowplex.terminal import RenderStats
+    >>> summary("demo", RenderStats("log", 2, 10, 2048, 5, 4096, 900, 3, 0, 0, 0, 0, 1, 0, 0.01, 0.0), 1.0)
+    'demo: 2 agents, 10 messages, 2.0 KB in; 5 frames, 4.0 KB out (819 B/frame); 0 skipped, 3 coalesced, 0 dropped; \
+1.0 s'
+    """
+    per_frame = st.bytes_out // st.frames if st.frames else 0
+    return (
+        f"{what}: {st.agents} agents, {st.messages} messages, {_size(st.bytes_in)} in; "
+        f"{st.frames} frames, {_size(st.bytes_out)} out ({per_frame} B/frame); "
+        f"{st.skipped_frames} skipped, {st.coalesced} coalesced, {st.dropped} dropped; {elapsed_s:.1f} s"
+    )
+
+
+def _size(n: int) -> str:
+    if n < 1024:
+        return f"{n} B"
+    if n < 1024 * 1024:
+        return f"{n / 1024:.1f} KB"
+    return f"{n / (1024 * 1024):.1f} MB"
+
+
+def _unique_names(names: list[str]) -> list[str]:
+    seen: dict[str, int] = {}
+    out: list[str] = []
+    for name in names:
+        seen[name] = seen.get(name, 0) + 1
+        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
+    return out
+
+
+def _make_display(mode: str, *, title: str) -> Display:
+    writer = Writer(_stdout_fd())
+    caps = TermCaps.detect(writer.fd)
+    if resolve_mode(mode, caps) == "panes":
+        from ._panes import PaneRenderer
+
+        return PaneRenderer(writer, caps, title=title)
+    return LogRenderer(writer, caps)
+
+
+def _build_graph(yaml_text: str) -> Graph:
+    from .. import agents as _agents  # noqa: F401  (registers the agent kernels)
+    from ..graph import Graph
+
+    return Graph.from_yaml(yaml_text)
+
+
+def _run(graph: Graph, display: Display, name: str, *, until: float | None, linger: bool = False) -> tuple[int, str]:
+    """Run ``graph`` into ``display`` until ``until`` (monotonic), the graph ends, or ``q``.
+
+    Returns ``(exit code, error text)``. The display is always stopped (terminal restored) and
+    the graph always stopped (its commands killed) before this returns.
+    """
+    from ..graph import GraphState
+
+    code, error = 0, ""
+    with ExitStack() as stack:
+        stack.enter_context(register_display(name, display))
+        stack.enter_context(_started(display))
+        stack.enter_context(redirect_std_streams(display))
+        stack.callback(_stop_graph, graph)
+        try:
+            graph.start()
+            while not display.quit_requested.is_set():
+                if until is not None and time.monotonic() >= until:
+                    break
+                if graph.state == GraphState.TERMINATED:
+                    break
+                display.quit_requested.wait(0.05)
+            if linger and not display.quit_requested.is_set() and _has_keys(display):
+                _set_title(display, "all commands finished: press q to quit")
+                display.quit_requested.wait()
+            _drain(graph, display)
+        except GraphCancelled:
+            pass
+        except KeyboardInterrupt:
+            code = 130
+            display.draining.set()
+        except FlowplexError as exc:
+            code, error = 1, str(exc)
+    return code, error
+
+
+@contextmanager
+def _started(display: Display) -> Iterator[Display]:
+    display.start()
+    try:
+        yield display
+    finally:
+        display.stop()
+
+
+def _drain(graph: Graph, display: Display) -> None:
+    """End the graph the gentle way: its sources see ``draining`` and finish by themselves."""
+    from ..graph import GraphState
+
+    display.draining.set()
+    if graph.state == GraphState.RUNNING or graph.state == GraphState.DRAINING:
+        graph.wait_done(timeout=_STOP_TIMEOUT_S)
+
+
+def _stop_graph(graph: Graph) -> None:
+    """Whatever happened, stop the graph (its commands are killed by their ``close``)."""
+    from ..graph import GraphState
+
+    try:
+        if graph.state in (GraphState.RUNNING, GraphState.DRAINING):
+            graph.cancel()
+            graph.wait_done(timeout=_STOP_TIMEOUT_S)
+    except (FlowplexError, KeyboardInterrupt):
+        pass
+    finally:
+        graph.close()
+
+
+def _has_keys(display: Display) -> bool:
+    from ._panes import PaneRenderer
+
+    return isinstance(display, PaneRenderer) and display.interactive
+
+
+def _set_title(display: Display, text: str) -> None:
+    from ._panes import PaneRenderer
+
+    if isinstance(display, PaneRenderer):
+        display.title = f"{display.title} · {text}"
+        display.flush(timeout=1.0)
+
+
+def _stdout_fd() -> int:
+    try:
+        return sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 1
