@@ -21,7 +21,6 @@ from ._timestamps import TS_DONE as TS_DONE
 from ._timestamps import TS_POST_STREAM as TS_POST_STREAM
 from ._timestamps import TS_PRE_STREAM as TS_PRE_STREAM
 from ._timestamps import TS_UNSET as TS_UNSET
-from .diagnostics._dot_view import DotView as DotView
 from .errors import BrokenError as BrokenError
 from .errors import ClosedError as ClosedError
 from .errors import ConfigError as ConfigError
@@ -108,6 +107,7 @@ __all__ = [
 
 
 if TYPE_CHECKING:
+    from .diagnostics._dot_view import DotView as DotView
     from .graph._async import AsyncOutputEvents as AsyncOutputEvents
 
 
@@ -118,6 +118,11 @@ def __getattr__(name: str) -> object:
 
         AsyncOutputEvents.__module__ = "flowplex"
         return AsyncOutputEvents
+    if name == "DotView":
+        from .diagnostics._dot_view import DotView
+
+        DotView.__module__ = "flowplex"
+        return DotView
     msg = f"module 'flowplex' has no attribute {name!r}"
     raise AttributeError(msg)
 
