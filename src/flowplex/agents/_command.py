@@ -77,9 +77,10 @@ class CommandSource(Kernel):
         fail_on_error: Raise (fail the graph) when the command cannot start or exits non-zero,
             instead of reporting it in the stream (default false).
 
-    Lifecycle: ``open`` (the thread calling ``Graph.start``) starts the command; ``process``
-    (the source's background thread) never blocks: it emits what the PTY has and yields;
-    ``close`` stops the command if it still runs. All may emit except ``close``.
+    Lifecycle: ``open`` (the thread calling ``Graph.start``) starts the command (a failure to
+    start is reported by the first ``process``); ``process`` (the source's background thread)
+    never blocks: it emits what the PTY has and yields; ``close`` stops the command if it still
+    runs. Only ``process`` emits.
     """
 
     @staticmethod
@@ -100,6 +101,7 @@ class CommandSource(Kernel):
         self._display = ""
         self._size = (80, 24)
         self._argv: list[str] = []
+        self._start_error = ""
 
     def open(self, cc: Context) -> None:
         import codecs
@@ -130,9 +132,12 @@ class CommandSource(Kernel):
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._stamp = Stamper()
         self._eof = self._done = False
+        self._start_error = ""
         self._follow_display_size()
         env = dict(os.environ)
-        env.update(TERM="xterm-256color", COLUMNS=str(self._size[0]), LINES=str(self._size[1]))
+        env["TERM"] = "xterm-256color"  # what the pane emulates
+        for stale in ("COLUMNS", "LINES"):  # the PTY has the size; stale values would hide resizes
+            env.pop(stale, None)
         from ptyprocess import PtyProcess
 
         try:
@@ -142,8 +147,7 @@ class CommandSource(Kernel):
             if self._fail:
                 raise
             log.warning("command.start.failed node=%r argv=%r error=%s", cc.node_name, argv, reason)
-            cc.emit(0, self._end(reason, ok=False, exit_code=127))
-            self._done = True
+            self._start_error = reason  # reported by the first process(): open cannot emit
             return
         self._fd = self._proc.fd
         log.debug("command.start.ok node=%r pid=%d argv=%r", cc.node_name, self._proc.pid, argv)
@@ -154,6 +158,10 @@ class CommandSource(Kernel):
         return None if self._proc is None else int(self._proc.pid)
 
     def process(self, cc: Context) -> None:
+        if self._start_error:
+            cc.emit(0, self._end(self._start_error, ok=False, exit_code=127))
+            self._start_error = ""
+            self._done = True
         if self._done:
             cc.source_done()
             return
@@ -230,7 +238,8 @@ class CommandSource(Kernel):
         ok = exit_code == 0
         note = describe_exit(exit_code)
         if not ok:
-            cc.log(LogLevel.WARN, f"command {shlex.join(self._argv)} ended: {note}")
+            # The stream reports it (the end packet); the log only keeps a trace.
+            cc.log(LogLevel.INFO, f"command {shlex.join(self._argv)} ended: {note}")
             if self._fail:
                 msg = f"command {shlex.join(self._argv)} ended: {note}"
                 raise RuntimeError(msg)

@@ -139,7 +139,7 @@ def _route_counters(graph: Graph, plan: GraphPlan) -> dict[str, int]:
     for spec in plan.spec.nodes:
         if spec.route is None:
             continue
-        names.append(f"route.{spec.name}.dropped")
+        names += [f"route.{spec.name}.dropped", f"route.{spec.name}.default_emitted"]
         for port in spec.output_ports:
             names += [f"route.{spec.name}.matched.{port.name}", f"route.{spec.name}.emitted.{port.name}"]
     return {name: graph.counter_value(name) for name in names}
@@ -311,7 +311,7 @@ class _Renderer:
             to = truncate(rule.to, PORT_NAME_MAX)
             emitted = c.get(f"route.{name}.emitted.{rule.to}", 0)
             if rule.default or rule.when is None:
-                lines.append(f"rule {k} [default] → {to}: emit {emitted}")
+                lines.append(f"rule {k} [default] → {to}: emit {c.get(f'route.{name}.default_emitted', 0)}")
             else:
                 matched = c.get(f"route.{name}.matched.{rule.to}", 0)
                 lines.append(f"rule {k} [{truncate(describe_predicate(rule.when), 40)}] → {to}: "

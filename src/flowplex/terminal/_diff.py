@@ -95,18 +95,24 @@ class FrameEncoder:
     """Builds one frame: cursor moves, SGR changes and text for the changed runs.
 
     Tracks where the real cursor is and which style is active, so that neither is repeated.
-    One encoder per frame (the state is unknown between frames).
+    One encoder per frame; the style may be carried over from the previous frame.
     """
 
     __slots__ = ("_colour", "_cx", "_cy", "_style", "cells_written", "out")
 
-    def __init__(self, *, colour: bool = True) -> None:
+    def __init__(self, *, colour: bool = True, style: tuple[object, ...] | None = None) -> None:
         self.out: list[str] = []
         self._cx = -1
         self._cy = -1
-        self._style: tuple[object, ...] | None = None
+        self._style = style
         self._colour = colour
         self.cells_written = 0
+
+    @property
+    def style(self) -> tuple[object, ...] | None:
+        """The SGR style the terminal is left in (None: unknown); the next frame starts from it,
+        since nothing else writes to the terminal in between."""
+        return self._style
 
     def raw(self, text: str) -> None:
         """Append a control sequence that leaves cursor position and style unknown."""

@@ -125,10 +125,13 @@ class LogRenderer(Display):
                     self._progress_cr(st)
                 if st.started is None:
                     st.started = now
+                while not st.progress and not st.screen and st.length + len(text) > self.max_line_chars:
+                    head, text = _cut(text, self.max_line_chars - st.length)
+                    st.pieces.append(head)
+                    self._end_line(info, st, partial=True)
+                    st.started = now
                 st.pieces.append(text)
                 st.length += len(text)
-                if st.length >= self.max_line_chars and not st.progress:
-                    self._end_line(info, st, partial=True)
 
     def _progress_cr(self, st: _LogAgent) -> None:
         """A carriage return followed by more text: the line is being redrawn in place."""
@@ -217,7 +220,7 @@ class LogRenderer(Display):
         return f"{label} | "  # plain logs stay ASCII: easy to grep and to split on
 
     def _format_line(self, info: AgentInfo, st: _LogAgent, text: str, *, partial: bool) -> str:
-        head = self._mark + " " if st.continues else ""
+        head = (self._mark + ("" if text[:1].isspace() else " ")) if st.continues else ""
         tail = " " + self._mark if partial else ""
         st.continues = partial
         if self.caps.colour:
@@ -309,3 +312,14 @@ def _carry_sgr(carry: str, text: str) -> str:
     kept = codes[last_reset + 1 :] if last_reset >= 0 else [carry, *codes]
     joined = "".join(kept)
     return joined[-256:]
+
+
+def _cut(text: str, limit: int) -> tuple[str, str]:
+    """Split ``text`` after ``limit`` characters, never inside an SGR sequence."""
+    limit = max(1, limit)
+    for m in _SGR.finditer(text):
+        if m.start() >= limit:
+            break
+        if m.end() > limit:
+            return text[: m.start()], text[m.start() :]
+    return text[:limit], text[limit:]

@@ -50,6 +50,8 @@ class _Pane:
     chrome_dirty: bool = True
     full_repaint: bool = True
     size: tuple[int, int] = _DEFAULT_VT
+    sized: bool = False
+    """A layout has given the pane its size (until then ``size`` is a placeholder)."""
     ended_line: bool = True
 
 
@@ -116,6 +118,7 @@ class PaneRenderer(Display):
         self._clear_next = True
         self._status = ""
         self._cursor: tuple[int, int, bool] | None = None
+        self._sgr: tuple[object, ...] | None = None
 
     # -- feeding (any thread, lock held) ----------------------------------------------------------
 
@@ -199,10 +202,11 @@ class PaneRenderer(Display):
         return self._focus
 
     def pane_size(self, stream_id: int) -> tuple[int, int] | None:
-        """``(columns, rows)`` of the agent's content area (its last size while hidden)."""
+        """``(columns, rows)`` of the agent's content area (its last size while hidden); None
+        before the first layout."""
         with self._lock:
             pane = self._panes.get(stream_id)
-            return None if pane is None else pane.size
+            return pane.size if pane is not None and pane.sized else None
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -278,7 +282,7 @@ class PaneRenderer(Display):
         if more:
             self._wake.set()
 
-        enc = FrameEncoder(colour=self.caps.colour)
+        enc = FrameEncoder(colour=self.caps.colour, style=self._sgr)
         columns, rows = self.caps.columns, self.caps.rows
         if relayout:
             self._relayout(enc, order, view, focus, columns, rows)
@@ -316,6 +320,7 @@ class PaneRenderer(Display):
         if not body and cursor == self._cursor:
             return b""
         self._cursor = cursor
+        self._sgr = enc.style
         out = [SYNC_BEGIN if self.caps.synchronized_output else "", "\x1b[?25l", body]
         if cursor[2]:
             out.append(f"\x1b[{cursor[1] + 1};{cursor[0] + 1}H\x1b[?25h")
@@ -338,6 +343,7 @@ class PaneRenderer(Display):
                 pane = order[index]
                 inner = rect.inner
                 pane.size = (max(1, inner.w), max(1, inner.h))
+                pane.sized = True
                 pane.unread = 0
         for index, _rect in layout.panes:
             pane = order[index]
@@ -354,6 +360,7 @@ class PaneRenderer(Display):
                 for pane in order:
                     if pane.vt is None:
                         pane.size = default
+                        pane.sized = True
         self._status = ""
 
     def _draw_chrome(self, pane: _Pane, rect: Rect, focused: bool, touched: dict[int, list[tuple[int, int]]]) -> None:

@@ -55,7 +55,7 @@ class LogSanitizer:
     Not thread-safe: one instance per agent, fed by one thread at a time.
 
     >>> s = LogSanitizer()
-    >>> s.feed(b"\\x1b]52;c;ZXZpbA==\\x07\\x1b[31mred\\x1b[0m\\x1b[2J\\n")
+    >>> s.feed(b"\\x1b]52;c;ZXZpbA==\\x07\\x1b[31mred\\x1b[0m\\x1b[?25l\\n")
     [(0, '\\x1b[31mred\\x1b[0m'), (1, '')]
     >>> s.stripped
     2

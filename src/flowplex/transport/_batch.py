@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..errors import UsageError
-from . import _layout as L
+from . import _layout as lay
 from ._format import AGENT_TYPES, AgentType
 from ._fragment import cut_points
 from ._message import Message
@@ -48,7 +48,7 @@ def make_batch(
     encoded: list[tuple[bytes, int]] = []
     for j, item in enumerate(payloads):
         if isinstance(item, str):
-            encoded.append((item.encode(), L.FLAG_TEXT))
+            encoded.append((item.encode(), lay.FLAG_TEXT))
         elif isinstance(item, bytes | bytearray | memoryview):
             encoded.append((bytes(item), 0))
         else:
@@ -56,13 +56,13 @@ def make_batch(
             raise UsageError(msg)
     rows: list[tuple[bytes, int, int, int]] = []  # (data, start, end, flags)
     for data, text in encoded:
-        ends = [len(data)] if len(data) <= L.PAYLOAD_SIZE else cut_points(data)
+        ends = [len(data)] if len(data) <= lay.PAYLOAD_SIZE else cut_points(data)
         start = 0
         for i, end in enumerate(ends):
-            flags = text | (L.FLAG_FIRST if i == 0 else 0) | (L.FLAG_CONTINUES if i < len(ends) - 1 else 0)
+            flags = text | (lay.FLAG_FIRST if i == 0 else 0) | (lay.FLAG_CONTINUES if i < len(ends) - 1 else 0)
             rows.append((data, start, end, flags))
             start = end
-    out = np.zeros(len(rows), dtype=L.SLOT_DTYPE)
+    out = np.zeros(len(rows), dtype=lay.SLOT_DTYPE)
     payload = out["payload"]
     for j, (data, start, end, _flags) in enumerate(rows):
         payload[j, : end - start] = np.frombuffer(data, dtype=np.uint8, count=end - start, offset=start)
@@ -80,7 +80,7 @@ def messages_from_rows(rows: NDArray[np.void]) -> list[Message]:
     Raises:
         UsageError: ``rows`` is not a ``SLOT_DTYPE`` array, or a message's fragments are cut off.
     """
-    if not isinstance(rows, np.ndarray) or rows.dtype != L.SLOT_DTYPE:
+    if not isinstance(rows, np.ndarray) or rows.dtype != lay.SLOT_DTYPE:
         msg = "messages_from_rows(rows=...): expected a SLOT_DTYPE array from recv_many"
         raise UsageError(msg)
     lens = rows["len"].tolist()
@@ -90,11 +90,11 @@ def messages_from_rows(rows: NDArray[np.void]) -> list[Message]:
     parts: list[bytes] = []
     first = 0
     for j, (n, f) in enumerate(zip(lens, flags, strict=True)):
-        if f & L.FLAG_FIRST:
+        if f & lay.FLAG_FIRST:
             first = j
             parts = []
         parts.append(payload[j, :n].tobytes())
-        if not f & L.FLAG_CONTINUES:
+        if not f & lay.FLAG_CONTINUES:
             r = rows[first]
             data = parts[0] if len(parts) == 1 else b"".join(parts)
             out.append(
@@ -127,11 +127,11 @@ def rows_from_messages(messages: list[Message]) -> NDArray[np.void]:
         for i, end in enumerate(ends):
             rows.append((m, i, start, end))
             start = end
-    out = np.zeros(len(rows), dtype=L.SLOT_DTYPE)
+    out = np.zeros(len(rows), dtype=lay.SLOT_DTYPE)
     for j, (m, i, start, end) in enumerate(rows):
-        flags = (m.flags & L.FLAG_TEXT) | (L.FLAG_FIRST if i == 0 else 0)
+        flags = (m.flags & lay.FLAG_TEXT) | (lay.FLAG_FIRST if i == 0 else 0)
         if end < len(m.data):
-            flags |= L.FLAG_CONTINUES
+            flags |= lay.FLAG_CONTINUES
         out["seq"][j] = m.seq + i
         out["len"][j] = end - start
         out["flags"][j] = flags

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import numpy as np
 
 from ..errors import BrokenError, ClosedError, EndOfStream, Timeout, UsageError, WouldBlock
-from . import _layout as L
+from . import _layout as lay
 from ._batch import rows_from_messages
 from ._core import RingCore, this_process
 from ._format import AGENT_TYPES
@@ -39,19 +39,20 @@ _REAP_EVERY_S: Final = 0.05
 class _Lane:
     """The consumer's private view of one producer lane."""
 
-    __slots__ = ("avail", "base", "head", "head_i", "index", "next_msg", "slots", "tail_i")
+    __slots__ = ("avail", "base", "head", "head_i", "index", "next_msg", "slots", "tail_i", "words")
 
     def __init__(self, core: RingCore, index: int) -> None:
         w = core.words
         self.index = index
+        self.words = core.lane_word(index, 0)  # word index of the lane header
         self.base = core.slots_offset(index)
-        self.tail_i = core.lane_word(index, L.L_TAIL)
-        self.head_i = core.lane_word(index, L.L_HEAD)
+        self.tail_i = core.lane_word(index, lay.L_TAIL)
+        self.head_i = core.lane_word(index, lay.L_HEAD)
         self.head = w.load(self.head_i)
         self.avail = self.head  # cached tail; messages in [head, avail) are published
-        consumed = self.head - w.plain[core.lane_word(index, L.L_CONSUMER_EXTRA)]
-        consumed -= w.plain[core.lane_word(index, L.L_SKIPPED_SLOTS)]
-        self.next_msg = (consumed + w.plain[core.lane_word(index, L.L_DROPPED)]) & _U32
+        consumed = self.head - w.plain[core.lane_word(index, lay.L_CONSUMER_EXTRA)]
+        consumed -= w.plain[core.lane_word(index, lay.L_SKIPPED_SLOTS)]
+        self.next_msg = (consumed + w.plain[core.lane_word(index, lay.L_DROPPED)]) & _U32
         self.slots: NDArray[np.uint8] | None = None  # (capacity, 256) bytes, made on first use
 
 
@@ -93,10 +94,10 @@ class Consumer:
         self._core = core
         self._mm = core.mm
         self._mask = core.mask
-        self._unpack = L.SLOT_HEADER_STRUCT.unpack_from
+        self._unpack = lay.SLOT_HEADER_STRUCT.unpack_from
         self._store = core.words.store
         self._load = core.words.load
-        self._drop = core.policy == L.FULL_POLICY_CODES["drop_oldest"]
+        self._drop = core.policy == lay.FULL_POLICY_CODES["drop_oldest"]
         self._lanes = [_Lane(core, i) for i in range(core.max_producers)]
         self._order: list[_Lane] = []
         self._rr = 0
@@ -182,7 +183,7 @@ class Consumer:
 
     def _find(self) -> _Lane | None:
         """The next lane, round-robin, whose producer published beyond our head."""
-        if self._load(L.W_REGISTRY_GEN) != self._gen:
+        if self._load(lay.W_REGISTRY_GEN) != self._gen:
             self._sync_registry()
         order = self._order
         n = len(order)
@@ -211,18 +212,18 @@ class Consumer:
             off = lane.base + ((pos & mask) << 8)
             hdr = unpack(mm, off)
             _seq, n, flags, agent, _sid, _mid, _ts = hdr
-            bad = n > L.PAYLOAD_SIZE or agent > 7 or bool(flags & L.FLAG_FIRST) != (first is None)
+            bad = n > lay.PAYLOAD_SIZE or agent > 7 or bool(flags & lay.FLAG_FIRST) != (first is None)
             if bad or pos >= lane.avail:
                 self._skip_corrupt(lane, pos, hdr)
             if first is None:
                 first = hdr
             parts.append(mm[off + 32 : off + 32 + n])
             pos += 1
-            if not flags & L.FLAG_CONTINUES:
+            if not flags & lay.FLAG_CONTINUES:
                 break
         if len(parts) > 1:
-            self._count(lane, L.L_CONSUMER_EXTRA, len(parts) - 1)
-            self._count(lane, L.L_REASSEMBLED)
+            self._count(lane, lay.L_CONSUMER_EXTRA, len(parts) - 1)
+            self._count(lane, lay.L_REASSEMBLED)
         lane.head = pos
         self._store(lane.head_i, pos)
         seq, _, flags, agent, sid, mid, ts = first
@@ -232,8 +233,8 @@ class Consumer:
 
     def _skip_corrupt(self, lane: _Lane, pos: int, hdr: tuple[int, ...]) -> None:
         """Step over a slot that breaks the protocol (never wait on it forever, Perdix R10)."""
-        self._count(lane, L.L_SKIPPED_SLOTS, pos + 1 - lane.head)
-        self._count(lane, L.L_DROPPED)
+        self._count(lane, lay.L_SKIPPED_SLOTS, pos + 1 - lane.head)
+        self._count(lane, lay.L_DROPPED)
         lane.head = pos + 1
         lane.avail = max(lane.avail, lane.head)
         self._store(lane.head_i, lane.head)
@@ -258,7 +259,7 @@ class Consumer:
         tail = lane.avail
         h = lane.head
         if tail - h > cap:
-            self._count(lane, L.L_SKIPPED_SLOTS, tail - cap - h)
+            self._count(lane, lay.L_SKIPPED_SLOTS, tail - cap - h)
             h = tail - cap
         parts: list[bytes] = []
         first: tuple[int, int, int, int, int, int, int] | None = None
@@ -267,12 +268,12 @@ class Consumer:
             off = lane.base + ((pos & mask) << 8)
             ok = w.load(off >> 3) == pos
             hdr = unpack(mm, off)
-            payload = mm[off + 32 : off + 32 + min(hdr[1], L.PAYLOAD_SIZE)]
+            payload = mm[off + 32 : off + 32 + min(hdr[1], lay.PAYLOAD_SIZE)]
             ok = ok and w.load_after(off >> 3) == pos
             flags = hdr[2]
-            if not ok or (first is None) != bool(flags & L.FLAG_FIRST) or hdr[3] > 7:
+            if not ok or (first is None) != bool(flags & lay.FLAG_FIRST) or hdr[3] > 7:
                 # Overwritten (or a fragment whose first part was): everything up to pos is lost.
-                self._count(lane, L.L_SKIPPED_SLOTS, pos + 1 - h)
+                self._count(lane, lay.L_SKIPPED_SLOTS, pos + 1 - h)
                 lane.head = pos + 1
                 self._store(lane.head_i, lane.head)
                 return None
@@ -280,12 +281,12 @@ class Consumer:
                 first = hdr
             parts.append(payload)
             pos += 1
-            if not flags & L.FLAG_CONTINUES:
+            if not flags & lay.FLAG_CONTINUES:
                 break
         else:
             # The tail ended inside a message (cannot happen: messages are published whole);
             # step over it rather than wait on it.
-            self._count(lane, L.L_SKIPPED_SLOTS, pos - h)
+            self._count(lane, lay.L_SKIPPED_SLOTS, pos - h)
             lane.head = pos
             self._store(lane.head_i, pos)
             return None
@@ -293,11 +294,11 @@ class Consumer:
         seq, _, flags, agent, sid, mid, ts = first
         lost = (mid - lane.next_msg) & _U32
         if lost:
-            self._count(lane, L.L_DROPPED, lost)
+            self._count(lane, lay.L_DROPPED, lost)
         lane.next_msg = (mid + 1) & _U32
         if len(parts) > 1:
-            self._count(lane, L.L_CONSUMER_EXTRA, len(parts) - 1)
-            self._count(lane, L.L_REASSEMBLED)
+            self._count(lane, lay.L_CONSUMER_EXTRA, len(parts) - 1)
+            self._count(lane, lay.L_REASSEMBLED)
         lane.head = pos
         self._store(lane.head_i, pos)
         data = parts[0] if len(parts) == 1 else b"".join(parts)
@@ -347,43 +348,52 @@ class Consumer:
     def _take_rows(self, lane: _Lane, limit: int, whole: bool) -> NDArray[np.void]:
         """Copy up to ``limit`` published rows of ``lane`` (whole messages) and release them.
 
-        Copies through ``uint8`` views (a structured copy is about four times slower).
+        Copies through ``uint8`` views (a structured copy is about four times slower), and only
+        the header plus the longest payload of the batch; the rest of each row is zeroed.
         """
         cap = self._core.capacity
         if lane.slots is None:
-            lane.slots = np.ndarray((cap, L.SLOT_SIZE), dtype=np.uint8, buffer=self._mm, offset=lane.base)
+            lane.slots = np.ndarray((cap, lay.SLOT_SIZE), dtype=np.uint8, buffer=self._mm, offset=lane.base)
         raw = lane.slots
+        hdrs = raw[:, : lay.SLOT_HEADER_SIZE].view(lay.HEADER_DTYPE)[:, 0]
         h = lane.head
         k = min(lane.avail - h, limit)
         i = h & self._mask
         first = min(k, cap - i)
-        out = np.concatenate((raw[i : i + first], raw[: k - first])).view(L.SLOT_DTYPE).reshape(k)
-        flags = out["flags"]
-        if k and flags[k - 1] & L.FLAG_CONTINUES:
-            ends = np.flatnonzero((flags & L.FLAG_CONTINUES) == 0)
+        last = (h + k - 1) & self._mask
+        if k and hdrs["flags"][last] & lay.FLAG_CONTINUES:  # end on a message boundary
+            flags = np.concatenate((hdrs["flags"][i : i + first], hdrs["flags"][: k - first]))
+            ends = np.flatnonzero((flags & lay.FLAG_CONTINUES) == 0)
             if len(ends):
                 k = int(ends[-1]) + 1
-                out = out[:k]
             elif whole:  # a single message longer than ``limit`` slots: return it whole
                 k = self._message_end(lane, h) - h
-                first = min(k, cap - i)
-                out = np.concatenate((raw[i : i + first], raw[: k - first])).view(L.SLOT_DTYPE).reshape(k)
             else:
                 k = 0
-                out = out[:0]
-        out["producer_id"] = lane.index
-        extra = int(np.count_nonzero(out["flags"] & L.FLAG_CONTINUES))
-        if extra:
-            self._count(lane, L.L_CONSUMER_EXTRA, extra)
+            first = min(k, cap - i)
+            last = (h + k - 1) & self._mask
+        if k == 0:
+            return np.zeros(0, dtype=lay.SLOT_DTYPE)
+        width = int(max(hdrs["len"][i : i + first].max(), hdrs["len"][: k - first].max(initial=0)))
+        end = lay.SLOT_HEADER_SIZE + min(width, lay.PAYLOAD_SIZE)
+        out = np.empty((k, lay.SLOT_SIZE), dtype=np.uint8)
+        out[:first, :end] = raw[i : i + first, :end]
+        out[first:, :end] = raw[: k - first, :end]
+        out[:, end:] = 0
+        # Messages are numbered consecutively per lane and row 0 starts one, so the count
+        # needs no scan of the rows.
+        messages = (int(hdrs["msg_id"][last]) + 1 - int(hdrs["msg_id"][i])) & _U32
+        if k > messages:
+            self._count(lane, lay.L_CONSUMER_EXTRA, k - messages)
         lane.head = h + k
         self._store(lane.head_i, lane.head)
-        return out
+        return out.view(lay.SLOT_DTYPE).reshape(k)
 
     def _message_end(self, lane: _Lane, pos: int) -> int:
         while pos < lane.avail:
             flags = self._unpack(self._mm, lane.base + ((pos & self._mask) << 8))[2]
             pos += 1
-            if not flags & L.FLAG_CONTINUES:
+            if not flags & lay.FLAG_CONTINUES:
                 return pos
         return pos
 
@@ -403,14 +413,12 @@ class Consumer:
     def _sync_registry(self) -> bool:
         """Re-read the lane table if a producer registered or closed; True if it changed."""
         core = self._core
-        gen = self._load(L.W_REGISTRY_GEN)
+        gen = self._load(lay.W_REGISTRY_GEN)
         if gen == self._gen:
             return False
         self._gen = gen
         load = self._load
-        self._order = [
-            lane for lane in self._lanes if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_FREE
-        ]
+        self._order = [lane for lane in self._lanes if load(core.lane_word(lane.index, lay.L_STATE)) != lay.LANE_FREE]
         self._rr = 0
         self._solo = len(self._order) == 1 and not self._drop
         if self._solo:
@@ -419,13 +427,13 @@ class Consumer:
 
     def _ended(self) -> bool:
         load = self._load
-        if load(L.W_PRODUCERS_EVER) < self._expect:
+        if load(lay.W_PRODUCERS_EVER) < self._expect:
             return False
         core = self._core
         for lane in self._order:
-            if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_CLOSED or load(lane.tail_i) > lane.head:
+            if load(core.lane_word(lane.index, lay.L_STATE)) != lay.LANE_CLOSED or load(lane.tail_i) > lane.head:
                 return False
-        return self._load(L.W_REGISTRY_GEN) == self._gen
+        return self._load(lay.W_REGISTRY_GEN) == self._gen
 
     def _reap(self) -> BrokenError | None:
         now = time.monotonic()
@@ -435,9 +443,9 @@ class Consumer:
         core = self._core
         load = self._load
         for lane in self._order:
-            if load(core.lane_word(lane.index, L.L_STATE)) != L.LANE_ACTIVE:
+            if load(core.lane_word(lane.index, lay.L_STATE)) != lay.LANE_ACTIVE:
                 continue
-            if load(core.lane_word(lane.index, L.L_PID)) == self._pid or load(lane.tail_i) > lane.head:
+            if load(core.lane_word(lane.index, lay.L_PID)) == self._pid or load(lane.tail_i) > lane.head:
                 continue
             err = core.reap_dead_lane(lane.index)
             if err is not None:
@@ -448,21 +456,21 @@ class Consumer:
     # -- bookkeeping ----------------------------------------------------------------------------
     def _count(self, lane: _Lane, word: int, n: int = 1) -> None:
         plain = self._core.words.plain
-        i = self._core.lane_word(lane.index, word)
+        i = lane.words + word
         plain[i] = plain[i] + n
 
     def _note_hwm(self, lane: _Lane, occupancy: int) -> None:
         plain = self._core.words.plain
-        i = self._core.lane_word(lane.index, L.L_CONSUMER_HWM)
-        occupancy = min(occupancy, self._core.capacity)
+        i = lane.words + lay.L_CONSUMER_HWM
         if occupancy > plain[i]:
-            plain[i] = occupancy
+            plain[i] = min(occupancy, self._core.capacity)
 
     def close(self) -> None:
         """Give up the consumer role; idempotent.  Blocked ``block``-policy producers then fail."""
         if self._closed:
             return
         self._closed = True
+        self._solo = False  # recv must reach the slow path, which raises ClosedError
         for lane in self._lanes:
             lane.slots = None
             lane.avail = lane.head
@@ -498,8 +506,7 @@ def _make_recv(consumer: Consumer) -> RecvFn:
     unpack = consumer._unpack
     mm = consumer._mm
     mask = consumer._mask
-    store = consumer._store
-    load = consumer._load
+    ordered = consumer._core.words.ordered
     agents = AGENT_TYPES
     take = weakref.WeakMethod(consumer._take)
     slow = weakref.WeakMethod(consumer._recv_slow)
@@ -524,7 +531,7 @@ def _make_recv(consumer: Consumer) -> RecvFn:
         if h >= lane.avail and box[1]:
             # One producer: re-read its tail right here (no fairness to keep), so a consumer
             # that keeps up with its producer stays on this path instead of the scan.
-            lane.avail = load(lane.tail_i)
+            lane.avail = ordered[lane.tail_i]  # acquire load
         if h < lane.avail:
             # Hot path: a published single-slot message in the current lane.
             off = lane.base + ((h & mask) << 8)
@@ -535,7 +542,7 @@ def _make_recv(consumer: Consumer) -> RecvFn:
             msg = _new(Message, (mm[off : off + n], seq, sid, agents[agent], ts, lane.index, flags))
             h += 1
             lane.head = h
-            store(lane.head_i, h)  # release: frees the slot after it was read
+            ordered[lane.head_i] = h  # release store: frees the slot after it was read
             return msg
         return _call(slow)(timeout, False)
 

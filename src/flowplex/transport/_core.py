@@ -14,14 +14,14 @@ import os
 from typing import Final, final
 
 from ..errors import BrokenError, UsageError
-from . import _layout as L
+from . import _layout as lay
 from ._ordering import Words
 from ._process import is_alive, start_time
 from ._shm import Segment
 
 log = logging.getLogger(__name__)
 
-POLICY_NAMES: Final = {code: name for name, code in L.FULL_POLICY_CODES.items()}
+POLICY_NAMES: Final = {code: name for name, code in lay.FULL_POLICY_CODES.items()}
 _PID: list[int] = [0, 0]  # (pid, start time) of this process, refreshed after fork
 
 
@@ -64,11 +64,11 @@ class RingCore:
     # -- addressing -------------------------------------------------------------------------
     def lane_word(self, lane: int, word: int) -> int:
         """Word index of ``word`` (an ``L_*`` constant) in lane ``lane``'s header."""
-        return (L.lane_offset(self.capacity, lane) >> 3) + word
+        return (lay.lane_offset(self.capacity, lane) >> 3) + word
 
     def slots_offset(self, lane: int) -> int:
         """Byte offset of lane ``lane``'s slot 0."""
-        return L.lane_offset(self.capacity, lane) + L.LANE_HEADER_SIZE
+        return lay.lane_offset(self.capacity, lane) + lay.LANE_HEADER_SIZE
 
     def policy_name(self) -> str:
         """``"reject"``, ``"block"`` or ``"drop_oldest"``."""
@@ -77,7 +77,7 @@ class RingCore:
     # -- producers ----------------------------------------------------------------------------
     def _lane_drained(self, lane: int) -> bool:
         load = self.words.load
-        return load(self.lane_word(lane, L.L_TAIL)) == load(self.lane_word(lane, L.L_HEAD))
+        return load(self.lane_word(lane, lay.L_TAIL)) == load(self.lane_word(lane, lay.L_HEAD))
 
     def claim_lane(self) -> int:
         """Register the calling process as a producer; return its lane.
@@ -91,17 +91,15 @@ class RingCore:
         pid, started = this_process()
         w = self.words
         with self.seg.locked():
-            states = [w.load(self.lane_word(i, L.L_STATE)) for i in range(self.max_producers)]
-            choice = next((i for i, s in enumerate(states) if s == L.LANE_FREE), -1)
+            states = [w.load(self.lane_word(i, lay.L_STATE)) for i in range(self.max_producers)]
+            choice = next((i for i, s in enumerate(states) if s == lay.LANE_FREE), -1)
             if choice < 0:
-                choice = next(
-                    (i for i, s in enumerate(states) if s == L.LANE_CLOSED and self._lane_drained(i)), -1
-                )
+                choice = next((i for i, s in enumerate(states) if s == lay.LANE_CLOSED and self._lane_drained(i)), -1)
             if choice < 0:
                 for i, s in enumerate(states):
-                    if s == L.LANE_ACTIVE and self._lane_drained(i) and not self._lane_owner_alive(i):
+                    if s == lay.LANE_ACTIVE and self._lane_drained(i) and not self._lane_owner_alive(i):
                         choice = i
-                        w.store(L.W_DEAD_PRODUCERS, w.load(L.W_DEAD_PRODUCERS) + 1)
+                        w.store(lay.W_DEAD_PRODUCERS, w.load(lay.W_DEAD_PRODUCERS) + 1)
                         break
             if choice < 0:
                 msg = (
@@ -109,26 +107,26 @@ class RingCore:
                     "close unused producers or create the ring with a larger max_producers"
                 )
                 raise UsageError(msg)
-            w.store(self.lane_word(choice, L.L_PID), pid)
-            w.store(self.lane_word(choice, L.L_START), started)
-            w.store(self.lane_word(choice, L.L_STATE), L.LANE_ACTIVE)
-            w.store(L.W_PRODUCERS_EVER, w.load(L.W_PRODUCERS_EVER) + 1)
-            w.store(L.W_REGISTRY_GEN, w.load(L.W_REGISTRY_GEN) + 1)
+            w.store(self.lane_word(choice, lay.L_PID), pid)
+            w.store(self.lane_word(choice, lay.L_START), started)
+            w.store(self.lane_word(choice, lay.L_STATE), lay.LANE_ACTIVE)
+            w.store(lay.W_PRODUCERS_EVER, w.load(lay.W_PRODUCERS_EVER) + 1)
+            w.store(lay.W_REGISTRY_GEN, w.load(lay.W_REGISTRY_GEN) + 1)
         log.debug("ring.producer.registered ring=%s lane=%d pid=%d", self.name, choice, pid)
         return choice
 
     def _lane_owner_alive(self, lane: int) -> bool:
         load = self.words.load
-        alive, _ = is_alive(load(self.lane_word(lane, L.L_PID)), load(self.lane_word(lane, L.L_START)))
+        alive, _ = is_alive(load(self.lane_word(lane, lay.L_PID)), load(self.lane_word(lane, lay.L_START)))
         return alive
 
     def close_lane(self, lane: int) -> None:
         """Mark the calling producer's lane closed (after its last publish)."""
         w = self.words
         with self.seg.locked():
-            if w.load(self.lane_word(lane, L.L_STATE)) == L.LANE_ACTIVE:
-                w.store(self.lane_word(lane, L.L_STATE), L.LANE_CLOSED)
-                w.store(L.W_REGISTRY_GEN, w.load(L.W_REGISTRY_GEN) + 1)
+            if w.load(self.lane_word(lane, lay.L_STATE)) == lay.LANE_ACTIVE:
+                w.store(self.lane_word(lane, lay.L_STATE), lay.LANE_CLOSED)
+                w.store(lay.W_REGISTRY_GEN, w.load(lay.W_REGISTRY_GEN) + 1)
         log.debug("ring.producer.closed ring=%s lane=%d", self.name, lane)
 
     def reap_dead_lane(self, lane: int) -> BrokenError | None:
@@ -138,18 +136,19 @@ class RingCore:
             The ``BrokenError`` to raise (cause chained), or None while the producer lives.
         """
         w = self.words
-        pid = w.load(self.lane_word(lane, L.L_PID))
-        alive, cause = is_alive(pid, w.load(self.lane_word(lane, L.L_START)))
+        pid = w.load(self.lane_word(lane, lay.L_PID))
+        alive, cause = is_alive(pid, w.load(self.lane_word(lane, lay.L_START)))
         if alive:
             return None
         with self.seg.locked():
-            if w.load(self.lane_word(lane, L.L_STATE)) != L.LANE_ACTIVE or w.load(
-                self.lane_word(lane, L.L_PID)
-            ) != pid:
+            if (
+                w.load(self.lane_word(lane, lay.L_STATE)) != lay.LANE_ACTIVE
+                or w.load(self.lane_word(lane, lay.L_PID)) != pid
+            ):
                 return None
-            w.store(self.lane_word(lane, L.L_STATE), L.LANE_CLOSED)
-            w.store(L.W_DEAD_PRODUCERS, w.load(L.W_DEAD_PRODUCERS) + 1)
-            w.store(L.W_REGISTRY_GEN, w.load(L.W_REGISTRY_GEN) + 1)
+            w.store(self.lane_word(lane, lay.L_STATE), lay.LANE_CLOSED)
+            w.store(lay.W_DEAD_PRODUCERS, w.load(lay.W_DEAD_PRODUCERS) + 1)
+            w.store(lay.W_REGISTRY_GEN, w.load(lay.W_REGISTRY_GEN) + 1)
         log.warning("ring.producer.dead ring=%s lane=%d pid=%d", self.name, lane, pid)
         msg = (
             f"ring {self.name!r}: producer {lane} (pid {pid}) died without closing; "
@@ -169,37 +168,37 @@ class RingCore:
         pid, started = this_process()
         w = self.words
         with self.seg.locked():
-            if w.load(L.W_CONSUMER_STATE) == L.CONSUMER_ATTACHED:
-                other = w.load(L.W_CONSUMER_PID)
-                alive, _ = is_alive(other, w.load(L.W_CONSUMER_START))
+            if w.load(lay.W_CONSUMER_STATE) == lay.CONSUMER_ATTACHED:
+                other = w.load(lay.W_CONSUMER_PID)
+                alive, _ = is_alive(other, w.load(lay.W_CONSUMER_START))
                 if alive:
                     msg = (
                         f"ring {self.name!r} already has a consumer (pid {other}); a ring has one "
                         "consumer, which merges every producer's lane"
                     )
                     raise UsageError(msg)
-            w.store(L.W_CONSUMER_PID, pid)
-            w.store(L.W_CONSUMER_START, started)
-            w.store(L.W_CONSUMER_STATE, L.CONSUMER_ATTACHED)
+            w.store(lay.W_CONSUMER_PID, pid)
+            w.store(lay.W_CONSUMER_START, started)
+            w.store(lay.W_CONSUMER_STATE, lay.CONSUMER_ATTACHED)
 
     def release_consumer(self) -> None:
         """Mark the consumer role closed (blocked producers then get ``BrokenError``)."""
         pid, _ = this_process()
         w = self.words
         with self.seg.locked():
-            if w.load(L.W_CONSUMER_STATE) == L.CONSUMER_ATTACHED and w.load(L.W_CONSUMER_PID) == pid:
-                w.store(L.W_CONSUMER_STATE, L.CONSUMER_CLOSED)
+            if w.load(lay.W_CONSUMER_STATE) == lay.CONSUMER_ATTACHED and w.load(lay.W_CONSUMER_PID) == pid:
+                w.store(lay.W_CONSUMER_STATE, lay.CONSUMER_CLOSED)
 
     def consumer_gone(self) -> BrokenError | None:
         """Describe why no consumer will ever free slots, or None while one may still come."""
         w = self.words
-        state = w.load(L.W_CONSUMER_STATE)
-        if state == L.CONSUMER_CLOSED:
+        state = w.load(lay.W_CONSUMER_STATE)
+        if state == lay.CONSUMER_CLOSED:
             msg = f"ring {self.name!r}: the consumer closed; nobody will free slots"
             return BrokenError(msg)
-        if state == L.CONSUMER_ATTACHED:
-            pid = w.load(L.W_CONSUMER_PID)
-            alive, cause = is_alive(pid, w.load(L.W_CONSUMER_START))
+        if state == lay.CONSUMER_ATTACHED:
+            pid = w.load(lay.W_CONSUMER_PID)
+            alive, cause = is_alive(pid, w.load(lay.W_CONSUMER_START))
             if not alive:
                 msg = f"ring {self.name!r}: the consumer (pid {pid}) died; nobody will free slots"
                 err = BrokenError(msg)

@@ -27,7 +27,7 @@ naturally aligned 64-bit word (see ``_ordering``).
       8  len           u32   payload bytes used in this slot (0..224)
       12 flags         u16   FIRST, CONTINUES, TRUNCATED (never set), TEXT
       14 agent_type    u8    0..7, see AgentType
-      15 reserved      u8    0 in the ring (recv_many reports the producer lane here)
+      15 producer_id   u8    the producer's lane (Perdix's reserved byte)
       16 stream_id     u32
       20 msg_id        u32   per-producer message counter (wraps at 2**32)
       24 timestamp_ns  u64
@@ -79,7 +79,7 @@ FULL_POLICY_CODES: Final = {"reject": 0, "block": 1, "drop_oldest": 2}
 # Marker stored in a slot's seq word while a drop_oldest producer rewrites the slot.
 SEQ_BUSY: Final = (1 << 64) - 1
 
-SLOT_STRUCT: Final = struct.Struct("<QIHBxIIQ224s")
+SLOT_STRUCT: Final = struct.Struct("<QIHBBIIQ224s")
 """Packs a whole slot (header and zero-padded payload) in one call."""
 
 SLOT_HEADER_STRUCT: Final = struct.Struct("<QIHBxIIQ")
@@ -90,9 +90,7 @@ GLOBAL_HEADER_STRUCT: Final = struct.Struct("<8sIIIIII")
 
 SLOT_DTYPE: Final = np.dtype(
     {
-        "names": [
-            "seq", "len", "flags", "agent_type", "producer_id", "stream_id", "msg_id", "timestamp_ns", "payload"
-        ],
+        "names": ["seq", "len", "flags", "agent_type", "producer_id", "stream_id", "msg_id", "timestamp_ns", "payload"],
         "formats": ["<u8", "<u4", "<u2", "u1", "u1", "<u4", "<u4", "<u8", ("u1", (PAYLOAD_SIZE,))],
         "offsets": [0, 8, 12, 14, 15, 16, 20, 24, 32],
         "itemsize": SLOT_SIZE,
@@ -100,9 +98,19 @@ SLOT_DTYPE: Final = np.dtype(
 )
 """NumPy view of one slot; ``send_many`` takes and ``recv_many`` returns arrays of it.
 
-``producer_id`` is the slot's reserved byte: 0 in the ring, set to the producer's lane in the
-rows that ``recv_many`` returns.
+``producer_id`` is the producer's lane.  In the rows ``recv_many`` returns, payload bytes past
+the longest ``len`` of the batch are zero.
 """
+
+HEADER_DTYPE: Final = np.dtype(
+    {
+        "names": ["seq", "len", "flags", "agent_type", "producer_id", "stream_id", "msg_id", "timestamp_ns"],
+        "formats": ["<u8", "<u4", "<u2", "u1", "u1", "<u4", "<u4", "<u8"],
+        "offsets": [0, 8, 12, 14, 15, 16, 20, 24],
+        "itemsize": SLOT_HEADER_SIZE,
+    }
+)
+"""The 32-byte slot header alone (``SLOT_DTYPE`` without the payload)."""
 
 # -- 64-bit word indices (offset // 8) in the global header ---------------------------------
 W_REGISTRY_GEN: Final = 8  # bumped whenever a lane changes state

@@ -32,6 +32,9 @@ after it) and ``load_after`` is an ``acq_rel`` ``fetch_add(0)`` (its release hal
 loads before it).  Each of those costs about a microsecond through ctypes, which is the price
 of correctness on weakly ordered machines.
 
+``Words.ordered`` gives the first two as ``words[i]`` and ``words[i] = v`` (the hot paths use
+it: on x86-64 it is the raw ``memoryview``, so no Python frame is entered).
+
 ``set_memory_model("weak")`` forces the patomic path on x86 too, so the tests exercise it.
 """
 
@@ -86,7 +89,7 @@ class Words:
         model: ``"tso"`` or ``"weak"``; ``None`` uses :func:`memory_model`.
     """
 
-    __slots__ = ("_anchor", "_ops", "load", "load_after", "model", "plain", "store", "store_fence")
+    __slots__ = ("_anchor", "_ops", "load", "load_after", "model", "ordered", "plain", "store", "store_fence")
 
     load: Callable[[int], int]
     store: Callable[[int, int], None]
@@ -98,6 +101,7 @@ class Words:
         self.plain: memoryview = memoryview(buf).cast("Q")
         self._anchor: ctypes.c_char | None = None
         self._ops: object = None
+        self.ordered: memoryview | _OrderedWords = self.plain
         if self.model == "tso":
             self.load = self.plain.__getitem__
             self.store = self.plain.__setitem__
@@ -144,15 +148,41 @@ class Words:
         self.store = store
         self.store_fence = store_fence
         self.load_after = load_after
+        self.ordered = _OrderedWords(load, store)
 
     def release(self) -> None:
         """Drop every export of the mapping so that it can be closed."""
         self.load = self.store = self.store_fence = self.load_after = _released  # type: ignore[assignment]
+        self.ordered = _OrderedWords(_released, _released_store)
         self.plain.release()
         self._anchor = None
         self._ops = None
 
 
+class _OrderedWords:
+    """``words[i]`` is an acquire load and ``words[i] = v`` a release store (weak memory model).
+
+    On TSO machines ``Words.ordered`` is the plain ``memoryview`` instead, whose item access is
+    a C call with no Python frame: the hot paths index ``ordered`` and get the right one.
+    """
+
+    __slots__ = ("_load", "_store")
+
+    def __init__(self, load: Callable[[int], int], store: Callable[[int, int], None]) -> None:
+        self._load = load
+        self._store = store
+
+    def __getitem__(self, i: int) -> int:
+        return self._load(i)
+
+    def __setitem__(self, i: int, value: int) -> None:
+        self._store(i, value)
+
+
 def _released(*_args: int) -> int:
     msg = "the ring's shared memory was closed"
     raise ValueError(msg)
+
+
+def _released_store(_i: int, _value: int) -> None:
+    _released()

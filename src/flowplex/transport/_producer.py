@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import numpy as np
 
 from ..errors import ClosedError, Timeout, UsageError
-from . import _layout as L
+from . import _layout as lay
 from ._core import RingCore
 from ._format import AgentType
 from ._fragment import cut_points
@@ -32,10 +32,11 @@ from ._wait import Backoff
 if TYPE_CHECKING:
     from numpy.typing import NDArray
 
-_FIRST: Final = L.FLAG_FIRST
-_FIRST_TEXT: Final = L.FLAG_FIRST | L.FLAG_TEXT
+_FIRST: Final = lay.FLAG_FIRST
+_FIRST_TEXT: Final = lay.FLAG_FIRST | lay.FLAG_TEXT
 _U32: Final = 0xFFFFFFFF
 _U64: Final = (1 << 64) - 1
+_DROP_OLDEST: Final = lay.FULL_POLICY_CODES["drop_oldest"]
 _now = time.time_ns
 
 
@@ -60,6 +61,7 @@ class Producer:
         "_core",
         "_finalizer",
         "_head_i",
+        "_lane_w",
         "_mask",
         "_mm",
         "_pack",
@@ -79,16 +81,19 @@ class Producer:
         """The lane index, reported as ``Message.producer_id`` on the consuming side."""
         w = core.words
         self._mm = core.mm
-        self._pack = L.SLOT_STRUCT.pack_into
+        self._pack = lay.SLOT_STRUCT.pack_into
         self._store = w.store
         self._mask = core.mask
         self._base = core.slots_offset(self.lane)
-        self._tail_i = core.lane_word(self.lane, L.L_TAIL)
-        self._head_i = core.lane_word(self.lane, L.L_HEAD)
+        self._lane_w = core.lane_word(self.lane, 0)
+        self._tail_i = core.lane_word(self.lane, lay.L_TAIL)
+        self._head_i = core.lane_word(self.lane, lay.L_HEAD)
         tail = w.load(self._tail_i)
         # msg_id continues the lane's message count, so the consumer can count gaps.
-        msg = (tail - w.load(core.lane_word(self.lane, L.L_EXTRA_SLOTS))) & _U32
-        self._st = [tail, -1, msg]  # tail, limit (cached head + capacity), next msg_id
+        msg = (tail - w.load(core.lane_word(self.lane, lay.L_EXTRA_SLOTS))) & _U32
+        # tail, limit (cached head + capacity), extra slots of fragmented messages so far; the
+        # next msg_id is tail - extra, which saves the hot path a counter update.
+        self._st = [tail, -1, tail - msg]
         self._closed = False
         self._refresh_limit()
         self.send = _make_send(self)
@@ -112,17 +117,22 @@ class Producer:
         self._st[1] = value
 
     @property
-    def _msg(self) -> int:
+    def _extra(self) -> int:
         return self._st[2]
 
-    @_msg.setter
-    def _msg(self, value: int) -> None:
+    @_extra.setter
+    def _extra(self, value: int) -> None:
         self._st[2] = value
+
+    @property
+    def _msg(self) -> int:
+        """The msg_id of the next message: messages sent through this lane so far."""
+        return (self._st[0] - self._st[2]) & _U32
 
     def _refresh_limit(self) -> int:
         """Re-read the consumer's head; return the lane occupancy.  Drop_oldest never limits."""
         head = self._core.words.load(self._head_i)
-        if self._core.policy == L.FULL_POLICY_CODES["drop_oldest"]:
+        if self._core.policy == lay.FULL_POLICY_CODES["drop_oldest"]:
             self._limit = -1  # every send takes the seqlock path
         else:
             self._limit = head + self._core.capacity
@@ -140,12 +150,16 @@ class Producer:
         if self._closed or self._core.closed:
             msg = f"producer {self.lane} of ring {self._core.name!r} is closed"
             raise ClosedError(msg)
-        bad = _arg_error(stream_id, agent_type, timestamp_ns, strict=True)
-        if bad.args:
-            raise bad
+        if (
+            type(stream_id) is not int
+            or type(agent_type) not in (int, AgentType)
+            or not (0 <= stream_id <= _U32 and 0 <= agent_type < 8)
+            or not (timestamp_ns is None or (type(timestamp_ns) is int and 0 <= timestamp_ns <= _U64))
+        ):
+            raise _arg_error(stream_id, agent_type, timestamp_ns)
         ts = _now() if timestamp_ns is None else timestamp_ns
         n = len(data)
-        ends = [n] if n <= L.PAYLOAD_SIZE else cut_points(data)
+        ends = [n] if n <= lay.PAYLOAD_SIZE else cut_points(data)
         k = len(ends)
         core = self._core
         if k > core.capacity:
@@ -154,30 +168,37 @@ class Producer:
                 f"{core.capacity} per producer; create the ring with capacity >= {k}"
             )
             raise UsageError(msg)
-        if core.policy == L.FULL_POLICY_CODES["drop_oldest"]:
+        if core.policy == _DROP_OLDEST:
             self._write_overwriting(data, ends, flags, stream_id, agent_type, ts)
         else:
             if self._tail + k > self._limit:
                 self._note_hwm(self._refresh_limit())
             if self._tail + k > self._limit:
-                if core.policy == L.FULL_POLICY_CODES["reject"]:
-                    self._count(L.L_REJECTED)
+                if core.policy == lay.FULL_POLICY_CODES["reject"]:
+                    self._count(lay.L_REJECTED)
                     return False
                 try:
                     self._wait_for_room(k, Backoff(timeout), timeout)
                 except BaseException:
-                    self._count(L.L_REJECTED)
+                    self._count(lay.L_REJECTED)
                     raise
             self._write(data, ends, flags, stream_id, agent_type, ts)
         self._note_hwm(self._tail - core.words.load(self._head_i))
         return True
 
     def _wait_for_room(self, k: int, backoff: Backoff, timeout: float | None) -> None:
-        """Poll the consumer's head until ``k`` slots are free (``block`` policy)."""
+        """Poll the consumer's head until ``k`` slots are free (``block`` policy).
+
+        Once the lane was full, wait for an eighth of it (at least ``k`` slots) before going on:
+        resuming at the first free slot would make producer and consumer take turns on the
+        ``head`` cache line for every message while the lane stays full.  The first poll
+        accepts ``k`` slots so a nearly idle consumer costs no extra latency.
+        """
         core = self._core
         load = core.words.load
         polls = 0
-        while self._tail + k > self._limit:
+        hysteresis = max(k, core.capacity >> 3)
+        while self._tail + (k if polls == 0 else hysteresis) > self._limit:
             if not backoff.pause():
                 msg = f"send: ring {core.name!r} stayed full for {timeout} s (producer {self.lane})"
                 raise Timeout(msg)
@@ -189,20 +210,22 @@ class Producer:
             self._limit = load(self._head_i) + core.capacity
 
     def _write(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
-        pack, mm, mask, base = self._pack, self._mm, self._mask, self._base
+        pack, mm, mask, base, lane = self._pack, self._mm, self._mask, self._base, self.lane
         t = self._tail
+        msg_id = self._msg
         start = 0
         last = len(ends) - 1
         for i, end in enumerate(ends):
-            f = flags if i == last else flags | L.FLAG_CONTINUES
-            pack(mm, base + (((t + i) & mask) << 8), t + i, end - start, f, agent, sid, self._msg, ts, data[start:end])
+            f = flags if i == last else flags | lay.FLAG_CONTINUES
+            off = base + (((t + i) & mask) << 8)
+            pack(mm, off, t + i, end - start, f, agent, lane, sid, msg_id, ts, data[start:end])
             if i == 0:
-                flags &= ~L.FLAG_FIRST
+                flags &= ~lay.FLAG_FIRST
             start = end
         if last:
-            self._count(L.L_EXTRA_SLOTS, last)
-            self._count(L.L_FRAGMENTED)
-        self._msg = (self._msg + 1) & _U32
+            self._count(lay.L_EXTRA_SLOTS, last)
+            self._count(lay.L_FRAGMENTED)
+        self._extra += len(ends) - 1
         self._tail = t + len(ends)
         self._store(self._tail_i, self._tail)  # release: publishes every fragment at once
 
@@ -219,33 +242,32 @@ class Producer:
         start = 0
         last = len(ends) - 1
         for i, end in enumerate(ends):
-            f = flags if i == last else flags | L.FLAG_CONTINUES
+            f = flags if i == last else flags | lay.FLAG_CONTINUES
             off = base + (((t + i) & mask) << 8)
-            w.store_fence(off >> 3, L.SEQ_BUSY)
-            pack(mm, off, L.SEQ_BUSY, end - start, f, agent, sid, self._msg, ts, data[start:end])
+            w.store_fence(off >> 3, lay.SEQ_BUSY)
+            pack(mm, off, lay.SEQ_BUSY, end - start, f, agent, self.lane, sid, self._msg, ts, data[start:end])
             w.store(off >> 3, t + i)
             if i == 0:
-                flags &= ~L.FLAG_FIRST
+                flags &= ~lay.FLAG_FIRST
             start = end
         if last:
-            self._count(L.L_EXTRA_SLOTS, last)
-            self._count(L.L_FRAGMENTED)
-        self._msg = (self._msg + 1) & _U32
+            self._count(lay.L_EXTRA_SLOTS, last)
+            self._count(lay.L_FRAGMENTED)
+        self._extra += len(ends) - 1
         self._tail = t + len(ends)
         self._store(self._tail_i, self._tail)
 
     def _count(self, word: int, n: int = 1) -> None:
         # Producer-owned statistics word: single writer, no ordering needed.
         plain = self._core.words.plain
-        i = self._core.lane_word(self.lane, word)
+        i = self._lane_w + word
         plain[i] = plain[i] + n
 
     def _note_hwm(self, occupancy: int) -> None:
         plain = self._core.words.plain
-        i = self._core.lane_word(self.lane, L.L_PRODUCER_HWM)
-        occupancy = min(occupancy, self._core.capacity)
+        i = self._lane_w + lay.L_PRODUCER_HWM
         if occupancy > plain[i]:
-            plain[i] = occupancy
+            plain[i] = min(occupancy, self._core.capacity)
 
     def send_many(
         self,
@@ -287,7 +309,7 @@ class Producer:
 
     def _send_array(self, rows: NDArray[np.void], timeout: float | None) -> int:
         core = self._core
-        if rows.dtype != L.SLOT_DTYPE or rows.ndim != 1:
+        if rows.dtype != lay.SLOT_DTYPE or rows.ndim != 1:
             msg = f"send_many(items=<array {rows.dtype} shape {rows.shape}>): expected a 1-d SLOT_DTYPE array"
             raise UsageError(msg)
         if self._closed or core.closed:
@@ -296,11 +318,12 @@ class Producer:
         total = len(rows)
         if total == 0:
             return 0
-        if int(rows["len"].max()) > L.PAYLOAD_SIZE or int(rows["agent_type"].max()) > 7:
+        width = int(rows["len"].max())
+        if width > lay.PAYLOAD_SIZE or int(rows["agent_type"].max()) > 7:
             msg = "send_many(items=...): every row needs len <= 224 and agent_type <= 7"
             raise UsageError(msg)
         ends = _message_ends(rows, core.capacity)  # None: one row per message (the fast case)
-        if core.policy == L.FULL_POLICY_CODES["drop_oldest"]:
+        if core.policy == lay.FULL_POLICY_CODES["drop_oldest"]:
             return self._send_array_overwriting(rows)
         backoff = Backoff(timeout)
         sent = 0
@@ -311,17 +334,17 @@ class Producer:
                 k = self._rows_that_fit(sent, total, ends)
             if k <= 0:
                 unsent = total - sent if ends is None else len(ends) - int(np.searchsorted(ends, sent, side="right"))
-                if core.policy == L.FULL_POLICY_CODES["reject"]:
-                    self._count(L.L_REJECTED, unsent)
+                if core.policy == lay.FULL_POLICY_CODES["reject"]:
+                    self._count(lay.L_REJECTED, unsent)
                     break
                 try:
                     need = 1 if ends is None else int(ends[np.searchsorted(ends, sent, side="right")]) - sent
                     self._wait_for_room(need, backoff, timeout)
                 except BaseException:
-                    self._count(L.L_REJECTED, unsent)
+                    self._count(lay.L_REJECTED, unsent)
                     raise
                 continue
-            self._copy_rows(rows[sent : sent + k], ends is not None)
+            self._copy_rows(rows[sent : sent + k], ends is not None, width)
             sent += k
             self._store(self._tail_i, self._tail)  # release: publishes the k rows at once
         if ends is None:
@@ -336,43 +359,47 @@ class Producer:
             k = int(ends[j]) - sent if j >= 0 and ends[j] > sent else 0
         return k
 
-    def _copy_rows(self, rows: NDArray[np.void], fragments: bool) -> None:
-        """Copy rows into the slots at the tail (wrapping) and stamp seq, msg_id and flags.
+    def _copy_rows(self, rows: NDArray[np.void], fragments: bool, width: int) -> None:
+        """Copy rows into the slots at the tail (wrapping), stamping seq, msg_id, flags and lane.
 
-        The bulk copy goes through ``uint8`` views: NumPy copies a structured dtype field by
-        field, about four times slower than the plain memcpy of the same bytes.
+        The headers are stamped in a small scratch block (32 bytes a row, stays in cache) and
+        copied with the payloads through ``uint8`` views: NumPy copies a structured dtype field
+        by field, about four times slower than the memcpy of the same bytes.  Only the first
+        ``width`` payload bytes of each row (the longest ``len``) are copied; the slot bytes
+        past them keep older data, which the consumer never hands out.
         """
         k = len(rows)
         cap = self._core.capacity
-        raw = np.ndarray((cap, L.SLOT_SIZE), dtype=np.uint8, buffer=self._mm, offset=self._base)
-        slots = raw.view(L.SLOT_DTYPE).reshape(cap)
-        src = np.ascontiguousarray(rows).view(np.uint8).reshape(k, L.SLOT_SIZE)
+        raw = np.ndarray((cap, lay.SLOT_SIZE), dtype=np.uint8, buffer=self._mm, offset=self._base)
+        src = np.ascontiguousarray(rows).view(np.uint8).reshape(k, lay.SLOT_SIZE)
+        head = np.ascontiguousarray(src[:, : lay.SLOT_HEADER_SIZE])
+        hdr = head.view(lay.HEADER_DTYPE).reshape(k)
         t = self._tail
+        flags = hdr["flags"]
+        if fragments:
+            flags &= lay.FLAG_TEXT | lay.FLAG_FIRST | lay.FLAG_CONTINUES
+            starts = (flags & lay.FLAG_FIRST) != 0
+            hdr["msg_id"] = (np.cumsum(starts, dtype=np.uint64) - 1 + self._msg) & _U32
+            messages = int(np.count_nonzero(starts))
+            long = int(np.count_nonzero(starts & ((flags & lay.FLAG_CONTINUES) != 0)))
+        else:
+            flags &= lay.FLAG_TEXT
+            flags |= lay.FLAG_FIRST
+            hdr["msg_id"] = (np.arange(k, dtype=np.uint64) + self._msg) & _U32
+            messages, long = k, 0
+        hdr["seq"] = np.arange(t, t + k, dtype=np.uint64)
+        hdr["producer_id"] = self.lane
         i = t & self._mask
         first = min(k, cap - i)
-        if fragments:
-            flags = rows["flags"] & (L.FLAG_TEXT | L.FLAG_FIRST | L.FLAG_CONTINUES)
-            starts = (flags & L.FLAG_FIRST) != 0
-            msg_ids = (np.cumsum(starts, dtype=np.uint64) - 1 + self._msg) & _U32
-            messages = int(np.count_nonzero(starts))
-            long = int(np.count_nonzero(starts & ((flags & L.FLAG_CONTINUES) != 0)))
-        else:
-            flags = (rows["flags"] & L.FLAG_TEXT) | L.FLAG_FIRST
-            msg_ids = (np.arange(k, dtype=np.uint64) + self._msg) & _U32
-            messages, long = k, 0
+        end = lay.SLOT_HEADER_SIZE + width
         for lo, hi, at in ((0, first, i), (first, k, 0)):
-            if hi == lo:
-                continue
-            raw[at : at + hi - lo] = src[lo:hi]
-            dst = slots[at : at + hi - lo]
-            dst["seq"] = np.arange(t + lo, t + hi, dtype=np.uint64)
-            dst["msg_id"] = msg_ids[lo:hi]
-            dst["flags"] = flags[lo:hi]
-            dst["producer_id"] = 0
+            if hi > lo:
+                raw[at : at + hi - lo, : lay.SLOT_HEADER_SIZE] = head[lo:hi]
+                raw[at : at + hi - lo, lay.SLOT_HEADER_SIZE : end] = src[lo:hi, lay.SLOT_HEADER_SIZE : end]
         if long:
-            self._count(L.L_EXTRA_SLOTS, k - messages)
-            self._count(L.L_FRAGMENTED, long)
-        self._msg = (self._msg + messages) & _U32
+            self._count(lay.L_EXTRA_SLOTS, k - messages)
+            self._count(lay.L_FRAGMENTED, long)
+        self._extra += k - messages
         self._tail = t + k
 
     def _send_array_overwriting(self, rows: NDArray[np.void]) -> int:
@@ -380,8 +407,8 @@ class Producer:
 
         sent = 0
         for m in messages_from_rows(rows):
-            ends = [len(m.data)] if len(m.data) <= L.PAYLOAD_SIZE else cut_points(m.data)
-            flags = (m.flags & L.FLAG_TEXT) | L.FLAG_FIRST
+            ends = [len(m.data)] if len(m.data) <= lay.PAYLOAD_SIZE else cut_points(m.data)
+            flags = (m.flags & lay.FLAG_TEXT) | lay.FLAG_FIRST
             self._write_overwriting(m.data, ends, flags, m.stream_id, int(m.agent_type), m.timestamp_ns)
             sent += 1
         return sent
@@ -411,7 +438,6 @@ class Producer:
         return f"<Producer lane={self.lane} ring={self._core.name!r} {state}>"
 
 
-
 class SendFn(Protocol):
     """The signature of ``Producer.send``."""
 
@@ -433,8 +459,9 @@ def _make_send(producer: Producer) -> SendFn:
     mm = producer._mm
     base = producer._base
     mask = producer._mask
-    store = producer._store
+    ordered = producer._core.words.ordered
     tail_i = producer._tail_i
+    lane = producer.lane
     # A weak reference: a strong one would make a cycle and delay the finalizer that closes
     # the lane of a producer dropped without close().
     slow = weakref.WeakMethod(producer._send_slow)
@@ -483,7 +510,7 @@ def _make_send(producer: Producer) -> SendFn:
         except TypeError:
             raise _arg_error(stream_id, agent_type, timestamp_ns) from None
         if fast:
-            # Hot path: one slot, room known from the cached head.
+            # Hot path: one slot, room known from the cached head.  msg_id = tail - extra.
             try:
                 pack(
                     mm,
@@ -492,17 +519,17 @@ def _make_send(producer: Producer) -> SendFn:
                     n,
                     flags,
                     agent_type,
+                    lane,
                     stream_id,
-                    st[2],
+                    (t - st[2]) & 0xFFFFFFFF,
                     now() if timestamp_ns is None else timestamp_ns,
                     data,
                 )
             except (struct.error, TypeError):
                 raise _arg_error(stream_id, agent_type, timestamp_ns) from None
-            st[2] = (st[2] + 1) & 0xFFFFFFFF
             t += 1
             st[0] = t
-            store(tail_i, t)  # release: publishes the slot written above
+            ordered[tail_i] = t  # release store: publishes the slot written above
             return True
         method = slow()
         if method is None:
@@ -512,6 +539,7 @@ def _make_send(producer: Producer) -> SendFn:
 
     return send
 
+
 def _message_ends(rows: NDArray[np.void], capacity: int) -> NDArray[np.intp] | None:
     """Row index after each message when rows carry fragments; None when every row is one.
 
@@ -519,10 +547,10 @@ def _message_ends(rows: NDArray[np.void], capacity: int) -> NDArray[np.intp] | N
         UsageError: the FIRST/CONTINUES flags do not describe whole messages, or a message
             needs more slots than a lane has.
     """
-    cont = (rows["flags"] & L.FLAG_CONTINUES) != 0
+    cont = (rows["flags"] & lay.FLAG_CONTINUES) != 0
     if not cont.any():
         return None
-    first = (rows["flags"] & L.FLAG_FIRST) != 0
+    first = (rows["flags"] & lay.FLAG_FIRST) != 0
     expected = np.empty_like(first)
     expected[0] = True
     expected[1:] = ~cont[:-1]
@@ -549,8 +577,8 @@ def _coerce(data: object) -> tuple[bytes, int]:
     raise UsageError(msg)
 
 
-def _arg_error(stream_id: object, agent_type: object, timestamp_ns: object, *, strict: bool = False) -> UsageError:
-    """The error naming the first bad argument; with ``strict``, an empty one when all are fine."""
+def _arg_error(stream_id: object, agent_type: object, timestamp_ns: object) -> UsageError:
+    """The error naming the first bad argument of a ``send`` call."""
     msg = ""
     if not isinstance(agent_type, int) or not 0 <= agent_type < 8:
         msg = f"send(agent_type={agent_type!r}): expected an AgentType (0..7)"
@@ -558,6 +586,6 @@ def _arg_error(stream_id: object, agent_type: object, timestamp_ns: object, *, s
         msg = f"send(stream_id={stream_id!r}): expected an int in 0..2**32-1"
     elif timestamp_ns is not None and (not isinstance(timestamp_ns, int) or not 0 <= timestamp_ns <= _U64):
         msg = f"send(timestamp_ns={timestamp_ns!r}): expected None or an int in 0..2**64-1"
-    elif not strict:
+    else:
         msg = "send: invalid argument"
-    return UsageError(msg) if msg else UsageError()
+    return UsageError(msg)

@@ -32,7 +32,7 @@ import logging
 from typing import Final, final
 
 from ..errors import ClosedError, UsageError
-from . import _layout as L
+from . import _layout as lay
 from ._consumer import Consumer
 from ._core import RingCore, this_process
 from ._message import RingStats
@@ -60,12 +60,12 @@ def _check_capacity(capacity: object) -> int:
     if (
         not isinstance(capacity, int)
         or isinstance(capacity, bool)
-        or not 1 <= capacity <= L.MAX_CAPACITY
+        or not 1 <= capacity <= lay.MAX_CAPACITY
         or capacity & (capacity - 1)
     ):
         msg = (
             f"Ring.create(capacity={capacity!r}): expected a power of two between 1 and "
-            f"{L.MAX_CAPACITY} (slots per producer); if in doubt, use 4096"
+            f"{lay.MAX_CAPACITY} (slots per producer); if in doubt, use 4096"
         )
         raise UsageError(msg)
     return capacity
@@ -73,7 +73,9 @@ def _check_capacity(capacity: object) -> int:
 
 def _check_policy(full_policy: object) -> int:
     try:
-        return L.FULL_POLICY_CODES[FullPolicy(full_policy).value]
+        if not isinstance(full_policy, str):
+            raise ValueError
+        return lay.FULL_POLICY_CODES[FullPolicy(full_policy).value]
     except ValueError:
         choices = ", ".join(repr(p.value) for p in FullPolicy)
         msg = f"Ring.create(full_policy={full_policy!r}): expected one of {choices}"
@@ -99,6 +101,10 @@ class Ring:
 
     __slots__ = ("_children", "_core", "_owner")
 
+    _core: RingCore
+    _owner: bool
+    _children: list[Producer | Consumer]
+
     def __init__(self, *args: object, **kwargs: object) -> None:
         msg = "Ring() is not constructed directly; use Ring.create(capacity, ...) or Ring.attach(name)"
         raise UsageError(msg)
@@ -108,7 +114,7 @@ class Ring:
         self = cls.__new__(cls)
         self._core = RingCore(seg, capacity, max_producers, policy)
         self._owner = seg.owner
-        self._children: list[Producer | Consumer] = []
+        self._children = []
         return self
 
     @classmethod
@@ -135,14 +141,14 @@ class Ring:
         """
         capacity = _check_capacity(capacity)
         policy = _check_policy(full_policy)
-        if not isinstance(max_producers, int) or not 1 <= max_producers <= L.MAX_PRODUCERS:
-            msg = f"Ring.create(max_producers={max_producers!r}): expected an int in 1..{L.MAX_PRODUCERS}"
+        if not isinstance(max_producers, int) or not 1 <= max_producers <= lay.MAX_PRODUCERS:
+            msg = f"Ring.create(max_producers={max_producers!r}): expected an int in 1..{lay.MAX_PRODUCERS}"
             raise UsageError(msg)
         name = new_name() if name is None else check_name(name)
-        seg = Segment.create(name, L.segment_size(capacity, max_producers))
+        seg = Segment.create(name, lay.segment_size(capacity, max_producers))
         try:
-            L.GLOBAL_HEADER_STRUCT.pack_into(
-                seg.mm, 0, L.MAGIC, L.VERSION, L.SLOT_SIZE, capacity, max_producers, policy, this_process()[0]
+            lay.GLOBAL_HEADER_STRUCT.pack_into(
+                seg.mm, 0, lay.MAGIC, lay.VERSION, lay.SLOT_SIZE, capacity, max_producers, policy, this_process()[0]
             )
         except BaseException:
             seg.close()
@@ -165,16 +171,16 @@ class Ring:
             msg = f"Ring.attach(name={name!r}): no such ring; was it created (and not yet unlinked)?"
             raise UsageError(msg) from None
         try:
-            magic, version, slot, capacity, max_producers, policy, _pid = L.GLOBAL_HEADER_STRUCT.unpack_from(
+            magic, version, slot, capacity, max_producers, policy, _pid = lay.GLOBAL_HEADER_STRUCT.unpack_from(
                 seg.mm, 0
             )
-            if magic != L.MAGIC or version != L.VERSION or slot != L.SLOT_SIZE:
+            if magic != lay.MAGIC or version != lay.VERSION or slot != lay.SLOT_SIZE:
                 msg = (
                     f"Ring.attach(name={name!r}): /dev/shm/{name} is not a flowplex ring of layout "
-                    f"version {L.VERSION} (magic {magic!r}, version {version})"
+                    f"version {lay.VERSION} (magic {magic!r}, version {version})"
                 )
                 raise UsageError(msg)
-            if len(seg.mm) < L.segment_size(capacity, max_producers):
+            if len(seg.mm) < lay.segment_size(capacity, max_producers):
                 msg = f"Ring.attach(name={name!r}): the segment is truncated"
                 raise UsageError(msg)
         except BaseException:
@@ -260,19 +266,19 @@ class Ring:
         )
         hwm = 0
         for lane in range(core.max_producers):
-            state = word(lane, L.L_STATE)
-            if state == L.LANE_FREE:
+            state = word(lane, lay.L_STATE)
+            if state == lay.LANE_FREE:
                 continue
-            tail, head = word(lane, L.L_TAIL), word(lane, L.L_HEAD)
-            totals["producers"] += state == L.LANE_ACTIVE
-            totals["produced"] += tail - word(lane, L.L_EXTRA_SLOTS)
-            totals["consumed"] += head - word(lane, L.L_CONSUMER_EXTRA) - word(lane, L.L_SKIPPED_SLOTS)
-            totals["rejected"] += word(lane, L.L_REJECTED)
-            totals["dropped"] += word(lane, L.L_DROPPED)
-            totals["fragmented"] += word(lane, L.L_FRAGMENTED)
-            totals["reassembled"] += word(lane, L.L_REASSEMBLED)
+            tail, head = word(lane, lay.L_TAIL), word(lane, lay.L_HEAD)
+            totals["producers"] += state == lay.LANE_ACTIVE
+            totals["produced"] += tail - word(lane, lay.L_EXTRA_SLOTS)
+            totals["consumed"] += head - word(lane, lay.L_CONSUMER_EXTRA) - word(lane, lay.L_SKIPPED_SLOTS)
+            totals["rejected"] += word(lane, lay.L_REJECTED)
+            totals["dropped"] += word(lane, lay.L_DROPPED)
+            totals["fragmented"] += word(lane, lay.L_FRAGMENTED)
+            totals["reassembled"] += word(lane, lay.L_REASSEMBLED)
             totals["in_flight"] += max(0, min(tail - head, core.capacity))
-            hwm = max(hwm, word(lane, L.L_PRODUCER_HWM), word(lane, L.L_CONSUMER_HWM))
+            hwm = max(hwm, word(lane, lay.L_PRODUCER_HWM), word(lane, lay.L_CONSUMER_HWM))
         return RingStats(
             capacity=core.capacity,
             max_producers=core.max_producers,
@@ -285,7 +291,7 @@ class Ring:
             reassembled=totals["reassembled"],
             high_water_mark=hwm,
             in_flight_slots=totals["in_flight"],
-            dead_producers=int(plain[L.W_DEAD_PRODUCERS]),
+            dead_producers=int(plain[lay.W_DEAD_PRODUCERS]),
         )
 
     def close(self) -> None:

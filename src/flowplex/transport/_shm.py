@@ -78,7 +78,7 @@ class Segment:
         owner: Whether this handle created the segment (and so should unlink it).
     """
 
-    __slots__ = ("_fd", "_lock", "_tracked", "mm", "name", "owner", "path", "size")
+    __slots__ = ("_fd", "_lock", "_pid", "_tracked", "mm", "name", "owner", "path", "size")
 
     def __init__(self, name: str, fd: int, mm: mmap.mmap, *, owner: bool) -> None:
         self.name = name
@@ -89,6 +89,7 @@ class Segment:
         self.owner = owner
         self._tracked = False
         self._lock = threading.Lock()
+        self._pid = os.getpid()
 
     @classmethod
     def create(cls, name: str, size: int) -> Segment:
@@ -136,6 +137,12 @@ class Segment:
     def locked(self) -> Iterator[None]:
         """Hold the segment's cross-process registry lock (blocks while another holder runs)."""
         with self._lock:
+            if self._pid != os.getpid():
+                # A forked child shares the parent's open file description, and flock() locks
+                # belong to that: reopen through /proc to get a lock of our own.
+                fd = os.open(f"/proc/self/fd/{self._fd}", os.O_RDWR)
+                os.close(self._fd)
+                self._fd, self._pid = fd, os.getpid()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
             try:
                 yield

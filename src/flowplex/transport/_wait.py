@@ -1,10 +1,11 @@
 """Bounded waiting: spin briefly, then sleep with exponential back-off, until a deadline.
 
 A shared-memory ring has no kernel object to block on, so a waiting side polls.  Polling must
-neither burn a core forever nor add much latency: the first ``SPIN`` polls run back to back
-(tens of microseconds, which catches a peer that is about to publish), then the pause doubles
-from ``FIRST_SLEEP_S`` up to ``MAX_SLEEP_S``, so an idle consumer costs about a thousand wake-ups
-a second and a message arriving during a sleep waits at most ``MAX_SLEEP_S``.
+neither burn a core forever nor add much latency: the first ``SPIN`` polls run back to back with
+a ``sched_yield`` between them (tens to hundreds of microseconds; the yield hands the core to a
+peer that shares it, which matters on small machines), then the pause doubles from
+``FIRST_SLEEP_S`` up to ``MAX_SLEEP_S``, so an idle consumer costs about a thousand wake-ups a
+second and a message arriving during a sleep waits at most ``MAX_SLEEP_S``.
 """
 
 from __future__ import annotations
