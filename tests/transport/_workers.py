@@ -66,3 +66,26 @@ def create_then_hang() -> None:
     sys.stdout.write(ring.name + "\n")
     sys.stdout.flush()
     time.sleep(600)
+
+
+SINK_GRAPH = """
+nodes:
+  - name: to_ring
+    kernel: RingSink
+    input_ports: [text]
+    options: {{ ring: {ring}, agent_type: user }}
+input_ports: [text]
+"""
+
+
+def sink_graph(ring: str, count: int) -> None:
+    """A graph whose input goes into ``ring``: even packets str, odd bytes (fragmented)."""
+    import flowplex
+    from flowplex.transport import _kernels  # noqa: F401
+
+    g = flowplex.Graph.from_yaml(SINK_GRAPH.format(ring=ring))
+    g.start()
+    for i in range(count):
+        g.send("text", f"token {i} " + "é" * i if i % 2 == 0 else bytes([i]) * 300, ts=i * 10)
+    g.close_all_inputs()
+    g.wait_done()

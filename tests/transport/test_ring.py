@@ -117,7 +117,13 @@ def test_message_fields_round_trip(ring: Ring) -> None:
     assert p.send(bytearray(b"ba"))
     m = c.recv(timeout=1)
     assert (m.data, m.text, m.stream_id, m.agent_type, m.timestamp_ns, m.seq, m.producer_id) == (
-        "héllo".encode(), "héllo", 7, AgentType.ERROR, 123, 0, 0
+        "héllo".encode(),
+        "héllo",
+        7,
+        AgentType.ERROR,
+        123,
+        0,
+        0,
     )
     assert m.is_text and m.flags == FLAG_FIRST | FLAG_TEXT
     assert isinstance(m.agent_type, AgentType)
@@ -339,8 +345,13 @@ def test_send_many_and_recv_many_with_structured_arrays() -> None:
         assert rows["msg_id"].tolist() == [0, 1, 2, 3, 4]
         assert rows["len"].tolist() == [1, 3, 224, 1, 1]
         assert rows["stream_id"][:3].tolist() == [5, 5, 5]
-        assert rows["flags"].tolist() == [FLAG_FIRST, FLAG_FIRST | FLAG_TEXT, FLAG_FIRST, FLAG_FIRST,
-                                          FLAG_FIRST | FLAG_TEXT]
+        assert rows["flags"].tolist() == [
+            FLAG_FIRST,
+            FLAG_FIRST | FLAG_TEXT,
+            FLAG_FIRST,
+            FLAG_FIRST,
+            FLAG_FIRST | FLAG_TEXT,
+        ]
         msgs = messages_from_rows(rows)
         assert [m.data for m in msgs] == [b"a", "bé".encode(), b"c" * 224, b"d", b"e"]
         assert msgs[1].agent_type is AgentType.USER and msgs[1].timestamp_ns == 9

@@ -28,7 +28,9 @@ class Lane:
     counter: int = 0
 
 
-lengths = st.one_of(st.integers(0, 40), st.integers(PAYLOAD_SIZE - 2, PAYLOAD_SIZE + 2), st.integers(0, 3 * PAYLOAD_SIZE))
+lengths = st.one_of(
+    st.integers(0, 40), st.integers(PAYLOAD_SIZE - 2, PAYLOAD_SIZE + 2), st.integers(0, 3 * PAYLOAD_SIZE)
+)
 
 
 class RingMachine(RuleBasedStateMachine):
@@ -174,7 +176,10 @@ class RingMachine(RuleBasedStateMachine):
             return
         s = self.ring.stats()
         assert (s.produced, s.consumed, s.rejected, s.fragmented) == (
-            self.produced, self.consumed, self.rejected, self.fragmented
+            self.produced,
+            self.consumed,
+            self.rejected,
+            self.fragmented,
         )
         assert s.dropped <= self.dropped
         assert 0 <= s.high_water_mark <= self.capacity
@@ -198,9 +203,7 @@ class RingMachine(RuleBasedStateMachine):
         self.consumer.close()
         self.consumer = self.ring.consumer(expect_producers=len(self.lanes))
         for lane in self.lanes:  # the new producers continue the reused lanes' positions
-            lane.tail = lane.head = self.ring._core.words.load(
-                self.ring._core.lane_word(lane.producer.lane, 0)
-            )
+            lane.tail = lane.head = self.ring._core.words.load(self.ring._core.lane_word(lane.producer.lane, 0))
 
 
 TestRingMachine = RingMachine.TestCase

@@ -56,6 +56,17 @@ class Kernel:
 _lock: Final = threading.Lock()
 _registry: dict[str, type[Kernel]] = {}
 
+# Kernels that live in optional-weight packages register when first named, so that
+# `import flowplex` stays fast: name -> module whose import registers it.
+_PROVIDERS: Final = {
+    "RingSink": "flowplex.transport._kernels",
+    "RingSource": "flowplex.transport._kernels",
+    "CommandSource": "flowplex.agents",
+    "OpenAIStreamSource": "flowplex.agents",
+    "ReplaySource": "flowplex.agents",
+    "TerminalSink": "flowplex.agents",
+}
+
 
 def kernel(name: str) -> Callable[[K], K]:
     """Class decorator that registers a ``Kernel`` subclass under ``name``.
@@ -92,16 +103,22 @@ def kernel(name: str) -> Callable[[K], K]:
 
 
 def registered_kernels() -> list[str]:
-    """Sorted names of every registered kernel."""
+    """Sorted names of every registered kernel (including those registered on first use)."""
     with _lock:
-        return sorted(_registry)
+        return sorted(set(_registry) | set(_PROVIDERS))
 
 
 def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
     """The class registered under ``name``; ``UnknownKernelError`` (a ``KeyError``) otherwise."""
     with _lock:
         cls = _registry.get(name)
-        names = sorted(_registry)
+    if cls is None and name in _PROVIDERS:
+        import importlib
+
+        importlib.import_module(_PROVIDERS[name])
+    with _lock:
+        cls = _registry.get(name)
+        names = sorted(set(_registry) | set(_PROVIDERS))
     if cls is not None:
         return cls
     from ..config._suggest import suggest  # lazy: config is not needed on the hot path
