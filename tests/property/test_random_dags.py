@@ -16,17 +16,20 @@ what the producer's poller recorded) and predicts the node's invocations:
   Their output may go backwards in time, so they only feed graph outputs here.
 
 Every node is also an output with a bound-observing poller, so each edge's packets *and*
-published bounds are compared with the model.
+published bounds are compared with the model. A second run puts every order-keeping node on a
+two-thread pool with ``max_in_flight: 2``: completions then come out of order, and the output
+must still be flushed in claim order. State machines cover bounded pollers and the watermark.
 """
 
 from __future__ import annotations
 
 import itertools
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from hypothesis import given, note
+from hypothesis import Phase, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
@@ -36,16 +39,27 @@ from flowplex import TS_DONE
 POLICIES = ("sync", "immediate", "fixed_size", "sync_set", "batch")
 EXECUTORS = ("default", "pool", "host")
 ID_BASE = 1_000_000
-"""Node k's j-th invocation emits the id (k + 1) * ID_BASE + j; sent packets use ids < ID_BASE."""
+"""Node ids start at (k + 1) * ID_BASE for node k (see ``out_id``); sent packets use ids < ID_BASE."""
 
 _RUNS = itertools.count()
-LOGS: dict[int, dict[int, list[tuple[int, tuple[tuple[int, ...], ...]]]]] = {}
-_LOG_LOCK = threading.Lock()
-
 Stream = list[tuple[int, int]]
 """(ts, id) packets of one edge, in delivery order."""
 Invocation = tuple[int, tuple[tuple[int, ...], ...]]
 """(input timestamp, ids consumed on each input port)."""
+
+LOGS: dict[int, dict[int, list[Invocation]]] = {}
+"""Per run, per node: what each invocation consumed, in the order the calls recorded it."""
+_LOG_LOCK = threading.Lock()
+
+
+def out_id(node: int, ts: int, consumed: tuple[tuple[int, ...], ...]) -> int:
+    """The id node ``node`` emits for one invocation: unique per node, whatever the run order.
+
+    Two invocations of one node share a timestamp only under immediate or sync_set, and then
+    their first non-empty ports differ.
+    """
+    first = next(p for p, ids in enumerate(consumed) if ids)
+    return (node + 1) * ID_BASE + (ts + 1000) * 4 + first
 
 
 @flowplex.kernel("PropProbe")
@@ -53,11 +67,9 @@ class PropProbe(flowplex.Kernel):
     """Records what each invocation consumed; emits one id at the input timestamp.
 
     Invocations whose timestamp is ``rem`` modulo ``mod`` emit nothing, which exercises
-    bound propagation without packets.
+    bound propagation without packets. Even timestamps take a little longer, so that with
+    ``max_in_flight: 2`` invocations complete out of claim order.
     """
-
-    def __init__(self) -> None:
-        self.count = 0
 
     def process(self, cc: flowplex.Context) -> None:
         ts = cc.input_timestamp
@@ -65,14 +77,14 @@ class PropProbe(flowplex.Kernel):
             tuple(cc.input_at(i, k).as_int() for k in range(cc.input_count(i))) for i in range(cc.num_inputs)
         )
         run, node = cc.option_int("run"), cc.option_int("node")
+        if cc.option_int("slow_even") and ts % 2 == 0:
+            time.sleep(0.001)
         with _LOG_LOCK:
             LOGS[run][node].append((ts, consumed))
-        j = self.count
-        self.count += 1
         mod = cc.option_int("mod")
         if mod and ts % mod == cc.option_int("rem"):
             return
-        cc.emit(0, (node + 1) * ID_BASE + j)
+        cc.emit(0, out_id(node, ts, consumed))
 
 
 # -- graph description ----------------------------------------------------------------------
@@ -89,6 +101,7 @@ class NodeDesc:
     executor: str
     mod: int
     rem: int
+    max_in_flight: int = 1
 
     @property
     def output(self) -> str:
@@ -130,8 +143,9 @@ class Scenario:
                 policy = f"{{ type: {n.policy} }}"
             lines.append(
                 f"  - {{ name: n{n.index}, {place}kernel: PropProbe, input_ports: [{', '.join(n.inputs)}], "
-                f"output_ports: [{n.output}], input_policy: {policy}, "
-                f"options: {{ run: {self.run}, node: {n.index}, mod: {n.mod}, rem: {n.rem} }} }}"
+                f"output_ports: [{n.output}], input_policy: {policy}, max_in_flight: {n.max_in_flight}, "
+                f"options: {{ run: {self.run}, node: {n.index}, mod: {n.mod}, rem: {n.rem}, "
+                f"slow_even: {int(n.max_in_flight > 1)} }} }}"
             )
         lines.append(f"input_ports: [{', '.join(sorted(self.sent))}]")
         lines.append(f"output_ports: [{', '.join(n.output for n in self.nodes)}]")
@@ -139,7 +153,9 @@ class Scenario:
 
 
 @st.composite
-def scenarios(draw: st.DrawFn) -> Scenario:
+def scenarios(draw: st.DrawFn, concurrent: bool = False) -> Scenario:
+    """A random DAG; with ``concurrent`` every order-keeping node runs on the two-thread pool
+    with ``max_in_flight: 2``."""
     n_inputs = draw(st.integers(1, 3))
     inputs = [f"i{k}" for k in range(n_inputs)]
     nodes: list[NodeDesc] = []
@@ -167,6 +183,9 @@ def scenarios(draw: st.DrawFn) -> Scenario:
             mod=mod,
             rem=draw(st.integers(0, mod - 1)) if mod else 0,
         )
+        if concurrent and not node.unordered:
+            # Several invocations at once, flushed in claim order (the pool has two threads).
+            node.executor, node.max_in_flight = "pool", 2
         nodes.append(node)
         if not node.unordered:
             ordered_edges.append(node.output)
@@ -174,7 +193,7 @@ def scenarios(draw: st.DrawFn) -> Scenario:
     ids = itertools.count(1)
     sent: dict[str, Stream] = {}
     for name in used:
-        stamps = sorted(draw(st.sets(st.integers(-20, 120), max_size=14)))
+        stamps = sorted(draw(st.sets(st.integers(-5, 30), max_size=12)))
         sent[name] = [(ts, next(ids)) for ts in stamps]
     order = draw(st.permutations([name for name in used for _ in sent[name]]))
     return Scenario(nodes, sent, list(order), draw(st.booleans()))
@@ -293,9 +312,9 @@ def expected_events(node: NodeDesc, log: list[Invocation]) -> list[tuple[bool, i
     """Packets and published bounds on the node's output edge: (is_empty, ts, id)."""
     events: list[tuple[bool, int, int | None]] = []
     published = -(2**63)
-    for j, (ts, _) in enumerate(log):
+    for ts, consumed in log:
         if not (node.mod and ts % node.mod == node.rem):
-            events.append((False, ts, (node.index + 1) * ID_BASE + j))
+            events.append((False, ts, out_id(node.index, ts, consumed)))
         if ts + 1 > published:
             published = ts + 1
             events.append((True, published, None))
@@ -303,10 +322,16 @@ def expected_events(node: NodeDesc, log: list[Invocation]) -> list[tuple[bool, i
     return events
 
 
-@given(scenario=scenarios())
-def test_random_dag_matches_the_reference_model(scenario: Scenario) -> None:
-    note(scenario.yaml())
-    note(f"paused={scenario.paused} order={scenario.order}")
+def run_scenario(scenario: Scenario) -> tuple[dict[str, list[tuple[bool, int, int | None]]], dict[str, int],
+                                              dict[int, list[Invocation]]]:
+    """Run the graph; returns every output edge's events, every edge's drops and the call logs.
+
+    Exceptions escaping engine threads are collected (not left to kill a worker silently) and
+    fail the example at once instead of letting ``wait_done`` wait for work that is gone.
+    """
+    crashed: list[BaseException | None] = []
+    previous_hook = threading.excepthook
+    threading.excepthook = lambda args: crashed.append(args.exc_value)
     LOGS[scenario.run] = {n.index: [] for n in scenario.nodes}
     try:
         with flowplex.Graph.from_yaml(scenario.yaml()) as g:
@@ -322,20 +347,37 @@ def test_random_dag_matches_the_reference_model(scenario: Scenario) -> None:
             g.close_all_inputs()
             if scenario.paused:
                 g.resume()
-            g.wait_done(timeout=30)
+            deadline = time.monotonic() + 30
+            while True:
+                assert not crashed, f"an engine thread died: {crashed[0]!r}"
+                try:
+                    g.wait_done(timeout=0.25)
+                    break
+                except flowplex.Timeout:
+                    assert time.monotonic() < deadline, "wait_done did not finish in 30 s"
+            assert not crashed, f"an engine thread died: {crashed[0]!r}"
             events = {
                 edge: [(p.is_empty, p.timestamp, None if p.is_empty else p.as_int()) for p in poller]
                 for edge, poller in pollers.items()
             }
             dropped = {edge: g.dropped_count(edge) for edge in [*scenario.sent, *events]}
-        logs = LOGS[scenario.run]
+        return events, dropped, LOGS[scenario.run]
     finally:
+        threading.excepthook = previous_hook
         del LOGS[scenario.run]
 
+
+def check_scenario(scenario: Scenario) -> None:
+    note(scenario.yaml())
+    note(f"paused={scenario.paused} order={scenario.order}")
+    events, dropped, logs = run_scenario(scenario)
     streams: dict[str, Stream] = dict(scenario.sent)
     model_drops = dict.fromkeys(dropped, 0)
     for node in scenario.nodes:
         log = logs[node.index]
+        if node.max_in_flight > 1:
+            # Concurrent calls record in completion order; claim order is timestamp order here.
+            log = sorted(log)
         inputs = [streams[e] for e in node.inputs]
         first = scenario.paused and all(e.startswith("i") for e in node.inputs)
         observed, drops = check_node(node, inputs, log, first, scenario.paused)
@@ -349,6 +391,50 @@ def test_random_dag_matches_the_reference_model(scenario: Scenario) -> None:
         assert bounds == sorted(set(bounds)) and bounds[-1] == TS_DONE
         streams[node.output] = [(ts, v) for empty, ts, v in events[node.output] if not empty and v is not None]
     assert dropped == model_drops
+
+
+@given(scenario=scenarios())
+def test_random_dag_matches_the_reference_model(scenario: Scenario) -> None:
+    check_scenario(scenario)
+
+
+@settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a failure ends the run: no shrinking
+@given(scenario=scenarios(concurrent=True))
+def test_random_dag_with_max_in_flight_matches_the_reference_model(scenario: Scenario) -> None:
+    check_scenario(scenario)
+
+
+@st.composite
+def queued_first(draw: st.DrawFn) -> Scenario:
+    """One node fed by 2-3 graph inputs over few timestamps (many ties), sent while paused."""
+    n_ports = draw(st.integers(2, 3))
+    policy = draw(st.sampled_from(POLICIES))
+    labels = draw(st.lists(st.integers(0, n_ports - 1), min_size=n_ports, max_size=n_ports))
+    groups: dict[int, list[int]] = {}
+    for port, label in enumerate(labels):
+        groups.setdefault(label, []).append(port)
+    node = NodeDesc(
+        index=0,
+        inputs=[f"i{k}" for k in range(n_ports)],
+        policy=policy,
+        capacity=draw(st.integers(1, 4)),
+        groups=list(groups.values()),
+        executor=draw(st.sampled_from(EXECUTORS)),
+        mod=0,
+        rem=0,
+    )
+    ids = itertools.count(1)
+    sent = {name: [(ts, next(ids)) for ts in sorted(draw(st.sets(st.integers(0, 8), max_size=8)))]
+            for name in node.inputs}
+    order = draw(st.permutations([name for name in node.inputs for _ in sent[name]]))
+    return Scenario([node], sent, list(order), paused=True)
+
+
+@given(scenario=queued_first())
+def test_every_policy_is_exact_when_all_input_is_queued_first(scenario: Scenario) -> None:
+    """Paused while sending: no claim sees a partial input, so even the arrival-dependent
+    policies (immediate, several sync_set groups, fixed_size drops) have one right answer."""
+    check_scenario(scenario)
 
 
 # -- bounded pollers ---------------------------------------------------------------------------

@@ -110,11 +110,11 @@ class Engine:
 
     def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None:
         """First error wins; later ones are logged. Caller holds the lock."""
+        where = f"[{node.name}] " if node is not None else ""
         if self.error is not None:
             self._subsequent_errors += 1
-            log.warning("(subsequent error, ignored) %s", text)
+            log.warning("(subsequent error, ignored) kernel failed: %s%s", where, text)
             return
-        where = f"[{node.name}] " if node is not None else ""
         message = f"kernel failed: {where}{text}"
         err = KernelError(message)
         if exc is not None:
@@ -168,7 +168,8 @@ class Engine:
             out.append((node.executor, self._run, ctx))
             return
         run = self._run
-        while node.in_flight < node.max_in_flight:
+        # Finished-but-unflushed invocations still hold their contexts (claim-order flushing).
+        while node.in_flight + len(node.pending) < node.max_in_flight:
             ctx = self._claim(node)
             if ctx is None:
                 return
@@ -261,8 +262,11 @@ class Engine:
                     port.bound = b
         for port in node.backs:
             if port.queue:
-                ctx._in[port.index] = port.queue.popleft()
+                register = port.queue.popleft()
+                ctx._in[port.index] = register
                 self.queued -= 1
+                if ctx._batch is not None:
+                    ctx._batch[port.index] = [register]  # read once per batch, like lm-flow
             else:
                 ctx._in[port.index] = None
         if self.blocked_nodes:
@@ -747,10 +751,9 @@ class Engine:
         """Timer callback: a waiting source may run again."""
         subs: list[Submission] = []
         with self.lock:
-            self.busy -= 1
             if gen != node.wake_gen or not node.waiting:
-                self._bump()
-                return
+                return  # stale: cancel or reset already settled this wake's ``busy`` count
+            self.busy -= 1
             node.waiting = False
             self.rescan((node,), subs)
             self._bump()
