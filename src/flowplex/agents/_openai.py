@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final, final
 from .._log import LogLevel
 from ..kernels import Context, Contract, Kernel, kernel
 from ..transport import AgentType
-from ._common import Identity, Stamper, option_error, read_identity
+from ._common import Identity, Stamper, draining, option_error, read_identity
 from ._packets import chunk_packet, end_packet
 
 if TYPE_CHECKING:
@@ -117,10 +117,12 @@ class OpenAIStreamSource(Kernel):
         retry_backoff_s: First backoff; doubles per attempt (default 0.5).
         name, stream_id, agent_type: The agent's identity (default agent type ``assistant``).
         fail_on_error: Raise instead of reporting in the stream (default false).
+        display: Name of a registered display; when its host sets ``draining``, the request is
+            abandoned and the source finishes.
 
     Lifecycle: ``open`` validates options and starts the HTTP worker thread; ``process`` emits
     what arrived and yields; ``close`` tells the worker to stop (it notices within one read
-    timeout) and waits briefly for it.
+    timeout) and waits for it at most 0.2 s.
     """
 
     @staticmethod
@@ -134,6 +136,7 @@ class OpenAIStreamSource(Kernel):
         self._who = Identity("", None, AgentType.ASSISTANT)
         self._stamp = Stamper()
         self._fail = False
+        self._display = ""
         self.attempts = 0
         """HTTP attempts made (tests read it)."""
 
@@ -175,6 +178,7 @@ class OpenAIStreamSource(Kernel):
         )
         self._who = read_identity(cc, cc.node_name, AgentType.ASSISTANT)
         self._fail = cc.option_bool("fail_on_error", False)
+        self._display = cc.option_str("display", "")
         self._stamp = Stamper()
         self._stop.clear()
         if not key and base == DEFAULT_BASE_URL:
@@ -185,6 +189,12 @@ class OpenAIStreamSource(Kernel):
         self._thread.start()
 
     def process(self, cc: Context) -> None:
+        if draining(self._display):
+            self._stop.set()
+            cc.emit(0, end_packet("stopped", ts=self._stamp.next(), stream_id=self._who.stream_id,
+                                  agent_type=self._who.agent_type, name=self._who.name, ok=True))
+            cc.source_done()
+            return
         while True:
             try:
                 kind, text, ok = self._queue.get_nowait()
@@ -206,10 +216,11 @@ class OpenAIStreamSource(Kernel):
 
     def close(self, cc: Context) -> None:
         self._stop.set()
-        thread = self._thread
+        thread, self._thread = self._thread, None
         if thread is not None:
-            thread.join(timeout=2.0)
-            self._thread = None
+            # A worker blocked in a read notices the stop within one read timeout; the graph does
+            # not wait for that (the thread is a daemon and only ever talks to this kernel's queue).
+            thread.join(timeout=0.2)
 
     # -- the worker thread ----------------------------------------------------------------------
 
@@ -237,6 +248,8 @@ class OpenAIStreamSource(Kernel):
             except httpx.TimeoutException as exc:
                 last = StreamFailure(f"{_what_timed_out(exc, req)} ({type(exc).__name__})", retry=True)
             except httpx.TransportError as exc:
+                if self._stop.is_set():
+                    return
                 last = StreamFailure(f"connection failed: {exc or type(exc).__name__}", retry=True)
             if streamed or not last.retry or attempt > req.retries:
                 break

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, final
 
 from ..kernels import Context, Contract, Kernel, kernel
@@ -36,11 +37,15 @@ class TerminalSink(Kernel):
         mode: For its own display: ``auto`` (default: panes on a terminal, log otherwise),
             ``panes`` or ``log``.
         fps: For its own display: most frames per second (default 60).
+        overflow: For its own display: ``drop`` (default: a slow terminal never blocks the
+            graph; what does not fit is dropped and counted) or ``block`` (the sink waits for the
+            terminal, so back-pressure reaches the sources).
 
     Lifecycle: ``open`` (the thread calling ``Graph.start``, which should be the main thread so
     that resizes are seen) finds or starts the display; ``process`` hands chunks over without
     waiting for the terminal; ``close`` stops a display the sink owns (the last frame is
-    written and the terminal restored). Never emits.
+    written and the terminal restored). While its own display is live, ``sys.stdout`` and
+    ``sys.stderr`` are routed into it line by line (agents ``stdout``/``stderr``). Never emits.
     """
 
     @staticmethod
@@ -52,20 +57,25 @@ class TerminalSink(Kernel):
         self._display: Display | None = None
         self._owned = False
         self._names: list[str] = []
+        self._redirect: AbstractContextManager[None] | None = None
 
     def open(self, cc: Context) -> None:
         from ..errors import UsageError
-        from ..terminal import create_display, get_display
+        from ..terminal import create_display, get_display, redirect_std_streams
 
         name = cc.option_str("display", "")
         display = get_display(name) if name else None
         self._owned = display is None
         if display is None:
             try:
-                display = create_display(cc.option_str("mode", "auto"), fps=cc.option_float("fps", 60.0))
+                display = create_display(cc.option_str("mode", "auto"), fps=cc.option_float("fps", 60.0),
+                                         overflow=cc.option_str("overflow", "drop"))
             except UsageError as exc:
-                raise option_error(cc, "mode", str(exc)) from None
+                key = "overflow" if "overflow" in str(exc) else "mode"
+                raise option_error(cc, key, str(exc)) from None
             display.start()
+            self._redirect = redirect_std_streams(display)
+            self._redirect.__enter__()  # print() must not tear the frames while the display is live
         self._display = display
         self._names = [cc.input_name(i) for i in range(cc.num_inputs)]
 
@@ -91,5 +101,8 @@ class TerminalSink(Kernel):
 
     def close(self, cc: Context) -> None:
         display, self._display = self._display, None
+        redirect, self._redirect = self._redirect, None
+        if redirect is not None:
+            redirect.__exit__(None, None, None)
         if display is not None and self._owned:
             display.stop()

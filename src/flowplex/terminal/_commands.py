@@ -60,7 +60,7 @@ def demo(duration: float, mode: str) -> int:
     elapsed = time.monotonic() - started
     if error:
         typer.echo(f"flowplex demo: error: {error}", err=True)
-    typer.echo(summary("flowplex demo", display.stats(), elapsed))
+    _echo(display, summary("flowplex demo", display.stats(), elapsed))
     return code
 
 
@@ -101,7 +101,7 @@ def agents(argv: list[str], mode: str) -> int:
     code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
     if error:
         typer.echo(f"flowplex agents: error: {error}", err=True)
-    typer.echo(summary("flowplex agents", display.stats(), time.monotonic() - started))
+    _echo(display, summary("flowplex agents", display.stats(), time.monotonic() - started))
     if code:
         return code
     for info in display.agents():
@@ -142,6 +142,27 @@ def summary(what: str, st: RenderStats, elapsed_s: float) -> str:
         f"{st.frames} frames, {_size(st.bytes_out)} out ({per_frame} B/frame); "
         f"{st.skipped_frames} skipped, {st.coalesced} coalesced, {st.dropped} dropped; {elapsed_s:.1f} s"
     )
+
+
+def _echo(display: Display, text: str) -> None:
+    """Print the summary, unless the reader of standard output went away (then stay quiet)."""
+    if display.writer.broken:
+        _silence_stdout()
+        return
+    try:
+        typer.echo(text)
+    except BrokenPipeError:
+        _silence_stdout()
+
+
+def _silence_stdout() -> None:
+    # Later flushes (at exit) must not fail on the closed pipe either.
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, _stdout_fd())
+        os.close(devnull)
+    except OSError:
+        pass
 
 
 def _size(n: int) -> str:
@@ -187,9 +208,11 @@ def _run(graph: Graph, display: Display, name: str, *, until: float | None, ling
     from ..graph import GraphState
 
     code, error = 0, ""
+    caught: list[int] = []
     with ExitStack() as stack:
         stack.enter_context(register_display(name, display))
         stack.enter_context(_started(display))
+        stack.enter_context(_quit_on_signals(display, caught))
         stack.enter_context(redirect_std_streams(display))
         stack.callback(_stop_graph, graph)
         try:
@@ -211,7 +234,31 @@ def _run(graph: Graph, display: Display, name: str, *, until: float | None, ling
             display.draining.set()
         except FlowplexError as exc:
             code, error = 1, str(exc)
+    if caught and not code:
+        code = 128 + caught[0]
     return code, error
+
+
+@contextmanager
+def _quit_on_signals(display: Display, caught: list[int]) -> Iterator[None]:
+    """SIGTERM/SIGHUP end the run like ``q`` does, so the terminal is restored (main thread only)."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_signal(signum: int, frame: object) -> None:
+        caught.append(signum)
+        display.quit_requested.set()  # Event.set from a handler: only the main thread waits on it
+
+    saved = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
 
 
 @contextmanager

@@ -29,7 +29,8 @@ _UNKNOWN: Final = Cell("\x00")
 _MIN_GAP: Final = 12
 """Unchanged cells inside a changed run that make it cheaper to jump than to rewrite."""
 _GAP: Final = b"\x01" * _MIN_GAP
-_MIN_ECH: Final = 8
+_MIN_ECH: Final = 5
+"""Trailing blanks from which ``ESC[nX`` is shorter than writing them."""
 
 _FG: Final = {name: code for code, name in {**graphics.FG_ANSI, **graphics.FG_AIXTERM}.items() if code != 39}
 _BG: Final = {name: code for code, name in {**graphics.BG_ANSI, **graphics.BG_AIXTERM}.items() if code != 49}

@@ -9,6 +9,7 @@ single :class:`~flowplex.terminal.Writer` as one write.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import dataclasses
 import logging
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["AgentInfo", "Display", "agent_type_of", "stream_order"]
 
+OVERFLOW_POLICIES: Final = ("drop", "block")
 _IDLE_POLL_S: Final = 0.1
 """The render thread looks at least this often for a resize (the SIGWINCH handler only sets a
 flag: taking a lock inside a signal handler can deadlock the main thread)."""
@@ -101,6 +103,10 @@ class Display(ABC):
         fps: Most frames per second; if in doubt, keep 60.
         size_fn: Returns ``(columns, rows)`` after SIGWINCH; default: ask the writer's terminal.
         clock: Monotonic seconds (tests may inject one).
+        overflow: What ``feed`` does when an agent's buffer is full because the terminal is
+            slower than the agents: ``"drop"`` (default: keep the newest output, count the rest)
+            or ``"block"`` (wait for room, at most ``block_timeout_s``, then drop).
+        block_timeout_s: The longest a ``feed`` waits under ``overflow="block"``.
     """
 
     mode: ClassVar[str] = ""
@@ -113,10 +119,17 @@ class Display(ABC):
         fps: float = 60.0,
         size_fn: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        overflow: str = "drop",
+        block_timeout_s: float = 5.0,
     ) -> None:
         if not fps > 0:
             msg = f"{type(self).__name__}(fps={fps!r}): expected a positive number of frames per second"
             raise UsageError(msg)
+        if overflow not in OVERFLOW_POLICIES:
+            msg = f"{type(self).__name__}(overflow={overflow!r}): expected one of {', '.join(OVERFLOW_POLICIES)}"
+            raise UsageError(msg)
+        self.overflow = overflow
+        self.block_timeout_s = float(block_timeout_s)
         if writer is None:
             writer = Writer(_stdout_fd())
         self.writer = writer
@@ -125,6 +138,8 @@ class Display(ABC):
         self._size_fn = size_fn
         self._clock = clock
         self._lock = threading.Lock()
+        self._room = threading.Condition(self._lock)
+        """Notified by the render thread when it took output away (``overflow="block"``)."""
         self._wake = threading.Event()
         self._frame_done = threading.Condition(threading.Lock())
         self._requested = 0
@@ -205,6 +220,8 @@ class Display(ABC):
             info = self._agent_locked(stream_id, name, agent_type)
             if pty is not None:
                 info.pty = pty
+            if self.overflow == "block" and self._full_locked(info):
+                self._wait_for_room(info)
             info.messages += 1
             info.bytes_in += len(raw)
             self._messages += 1
@@ -213,6 +230,17 @@ class Display(ABC):
             if raw:
                 self._on_feed(info, raw)
         self._wake.set()
+
+    def _wait_for_room(self, info: AgentInfo) -> None:
+        """Block the feeding thread until the render thread drained ``info``'s buffer (lock held)."""
+        deadline = time.monotonic() + self.block_timeout_s
+        self._wake.set()
+        while self._full_locked(info) and self._started and not self._stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                log.debug("terminal.feed.block-timeout agent=%r", info.name)
+                return
+            self._room.wait(min(left, 0.1))
 
     def end_stream(self, stream_id: int, note: str = "", *, ok: bool = True, exit_code: int | None = None) -> None:
         """Mark the agent finished (``note`` e.g. ``"exit 0"``); shown in its title or as a line."""
@@ -253,6 +281,7 @@ class Display(ABC):
             sys.stdout.flush()
         self._install_winch()
         self._enter()
+        atexit.register(self._restore_at_exit)  # never leave the shell in raw mode / the alternate screen
         self._thread = threading.Thread(target=self._run, name=f"flowplex-{self.mode}-render", daemon=True)
         self._thread.start()
 
@@ -271,6 +300,7 @@ class Display(ABC):
         if self._thread is not None:
             self._thread.join(timeout=10.0)
         self._restore_winch()
+        atexit.unregister(self._restore_at_exit)
         try:
             cpu = time.thread_time()
             data = self._render(self._clock(), final=True)
@@ -282,6 +312,13 @@ class Display(ABC):
             with self._frame_done:
                 self._completed = self._requested
                 self._frame_done.notify_all()
+
+    def _restore_at_exit(self) -> None:
+        """The program ends without ``stop``: give the terminal back as it was, draw nothing."""
+        if self._started and not self._stopped:
+            self._stopped = self._stopping = True
+            with contextlib.suppress(Exception):
+                self._leave()
 
     def __enter__(self) -> Display:
         self.start()
@@ -480,6 +517,10 @@ class Display(ABC):
     def _extra_stats(self) -> dict[str, int]:
         """Renderer-specific counters for :class:`RenderStats` (lock held)."""
         return {}
+
+    def _full_locked(self, info: AgentInfo) -> bool:
+        """Whether ``info``'s buffer is at its bound (lock held); ``overflow="block"`` waits."""
+        return False
 
 
 def _fixed_size(columns: int, rows: int) -> Callable[[], tuple[int, int]]:

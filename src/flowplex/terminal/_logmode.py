@@ -61,7 +61,7 @@ class LogRenderer(Display):
         max_line_chars: A longer line is cut (with continuation marks) at this many characters.
         max_pending_lines: Lines waiting for a slow terminal; beyond it the oldest are dropped
             and counted (``stats().dropped_lines``), and a notice line says how many.
-        size_fn, clock: See :class:`Display`.
+        size_fn, clock, overflow, block_timeout_s: See :class:`Display`.
     """
 
     mode = "log"
@@ -77,8 +77,11 @@ class LogRenderer(Display):
         max_pending_lines: int = 5000,
         size_fn: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        overflow: str = "drop",
+        block_timeout_s: float = 5.0,
     ) -> None:
-        super().__init__(writer, caps, fps=fps, size_fn=size_fn, clock=clock)
+        super().__init__(writer, caps, fps=fps, size_fn=size_fn, clock=clock, overflow=overflow,
+                         block_timeout_s=block_timeout_s)
         self.partial_flush_s = float(partial_flush_s)
         self.max_line_chars = int(max_line_chars)
         self.max_pending_lines = int(max_pending_lines)
@@ -250,6 +253,7 @@ class LogRenderer(Display):
                     self._end_line(info, st, partial=True)
             lines = list(self._lines)
             self._lines.clear()
+            self._room.notify_all()
             if self._dropped_unreported:
                 lines.insert(0, f"[flowplex] {self._dropped_unreported} log lines dropped: the terminal was slower "
                                 "than the agents\n")
@@ -294,6 +298,9 @@ class LogRenderer(Display):
         if self._footer_rows:
             self.writer.write(b"\r\x1b[J")
             self._footer_rows = 0
+
+    def _full_locked(self, info: AgentInfo) -> bool:
+        return len(self._lines) >= self.max_pending_lines
 
     def _extra_stats(self) -> dict[str, int]:
         stripped = sum(st.sanitizer.stripped for st in self._state.values())

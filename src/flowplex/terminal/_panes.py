@@ -3,9 +3,10 @@
 Each agent's bytes drive its own :class:`~flowplex.terminal._vt.VirtualTerminal`. A frame is
 composed into a canvas of cells only from what changed (pyte's dirty lines, chrome that
 changed), diffed against the canvas the terminal already shows, and written as one write:
-``ESC[?2026h`` (synchronized output) + hidden cursor + absolute moves and changed runs +
-cursor back in the focused pane + ``ESC[?2026l``. Frames are composed at most ``fps`` times a
-second and only when something changed; the alternate screen keeps the shell's screen intact.
+``ESC[?2026h`` (synchronized output) + hidden cursor + absolute moves and changed runs + the
+cursor back in the focused pane (when it runs a program) + ``ESC[?2026l``. Frames are composed
+at most ``fps`` times a second and only when something changed; the alternate screen keeps the
+shell's screen intact.
 
 Flood control: a background pane whose every frame would be a near-full repaint (it scrolls
 faster than anyone can read) is repainted at most ``flood_fps`` times a second; the postponed
@@ -74,7 +75,7 @@ class PaneRenderer(Display):
             for the next frame, so one flooding agent cannot stall the screen.
         keys: Read keys from standard input (None: when it is a terminal).
         title: Shown at the left of the status bar.
-        size_fn, clock: See :class:`Display`.
+        size_fn, clock, overflow, block_timeout_s: See :class:`Display`.
     """
 
     mode = "panes"
@@ -92,8 +93,11 @@ class PaneRenderer(Display):
         title: str = "flowplex",
         size_fn: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        overflow: str = "drop",
+        block_timeout_s: float = 5.0,
     ) -> None:
-        super().__init__(writer, caps, fps=fps, size_fn=size_fn, clock=clock)
+        super().__init__(writer, caps, fps=fps, size_fn=size_fn, clock=clock, overflow=overflow,
+                         block_timeout_s=block_timeout_s)
         if not flood_fps > 0:
             msg = f"PaneRenderer(flood_fps={flood_fps!r}): expected a positive number of repaints per second"
             raise UsageError(msg)
@@ -255,6 +259,10 @@ class PaneRenderer(Display):
     def _extra_stats(self) -> dict[str, int]:
         return {"deferred": self._deferred, "dropped_bytes": self._dropped}
 
+    def _full_locked(self, info: AgentInfo) -> bool:
+        pane = self._panes.get(info.stream_id)
+        return pane is not None and len(pane.pending) >= self.max_pending_bytes
+
     # -- rendering (render thread) ------------------------------------------------------------------
 
     def _render(self, now: float, *, final: bool) -> bytes:
@@ -272,6 +280,8 @@ class PaneRenderer(Display):
                         chunk = bytes(pane.pending)
                         pane.pending.clear()
                     feeds.append((pane, chunk))
+            if feeds:
+                self._room.notify_all()
             order = list(self._order)
             view, focus = self._view, self._focus
             relayout = self._layout_dirty or self._layout is None
@@ -319,9 +329,11 @@ class PaneRenderer(Display):
         body = enc.text()
         if not body and cursor == self._cursor:
             return b""
+        shown = self._cursor is not None and self._cursor[2]
         self._cursor = cursor
         self._sgr = enc.style
-        out = [SYNC_BEGIN if self.caps.synchronized_output else "", "\x1b[?25l", body]
+        # The cursor is hidden while the frame draws (it already is unless the last frame showed it).
+        out = [SYNC_BEGIN if self.caps.synchronized_output else "", "\x1b[?25l" if shown else "", body]
         if cursor[2]:
             out.append(f"\x1b[{cursor[1] + 1};{cursor[0] + 1}H\x1b[?25h")
         if self.caps.synchronized_output:
@@ -475,7 +487,8 @@ class PaneRenderer(Display):
             return 0, 0, False
         rect = layout.rect_of(focus)
         pane = order[focus] if focus < len(order) else None
-        if rect is None or pane is None or pane.vt is None or pane.info.finished:
+        # Only a program behind a PTY has a cursor worth showing (an LLM's text has none).
+        if rect is None or pane is None or pane.vt is None or pane.info.finished or not pane.info.pty:
             return 0, 0, False
         x, y, visible = pane.vt.cursor()
         inner = rect.inner

@@ -73,11 +73,17 @@ def resolve_mode(mode: str, caps: TermCaps) -> str:
 
 
 def create_display(
-    mode: str = "auto", *, writer: Writer | None = None, caps: TermCaps | None = None, fps: float = 60.0
+    mode: str = "auto",
+    *,
+    writer: Writer | None = None,
+    caps: TermCaps | None = None,
+    fps: float = 60.0,
+    overflow: str = "drop",
 ) -> Display:
     """A display for ``mode`` (``auto``, ``panes`` or ``log``) on ``writer`` (default stdout).
 
     Not started: call ``start()`` (or use it as a context manager) on the main thread.
+    ``overflow`` is ``"drop"`` or ``"block"`` (see :class:`Display`).
     """
     from ._logmode import LogRenderer
     from ._panes import PaneRenderer
@@ -87,8 +93,8 @@ def create_display(
     if caps is None:
         caps = TermCaps.detect(writer.fd if writer.fd is not None else 1)
     if resolve_mode(mode, caps) == "panes":
-        return PaneRenderer(writer, caps, fps=fps)
-    return LogRenderer(writer, caps, fps=fps)
+        return PaneRenderer(writer, caps, fps=fps, overflow=overflow)
+    return LogRenderer(writer, caps, fps=fps, overflow=overflow)
 
 
 def _stdout_fd() -> int:

@@ -90,7 +90,7 @@ class _FastScreen(pyte.Screen):
                 self.linefeed()
             x = cursor.x
             take = min(columns - x, n - pos)
-            self.buffer[cursor.y].update(zip(range(x, x + take), map(cell_of, data[pos : pos + take])))
+            self.buffer[cursor.y].update(zip(range(x, x + take), map(cell_of, data[pos : pos + take]), strict=True))
             cursor.x = x + take
             pos += take
         self.dirty.add(cursor.y)
