@@ -16,7 +16,7 @@ from ..packets import type_name
 from ._engine import Engine
 from ._nodes import Edge, Node
 from ._plan import GraphPlan
-from ._spec import ROUTE_KERNEL
+from ._spec import ROUTE_KERNEL, GraphSpec
 
 log = logging.getLogger("flowplex.graph")
 
@@ -91,7 +91,12 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     for diag in plan.diagnostics:
         log.warning("%s", diag.message)
     engine = Engine(nodes, edges, list(plan.graph_inputs), executors, delegating)
-    spec = plan.spec
+    configure_limits(engine, plan.spec, nodes)
+    return engine
+
+
+def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None:
+    """Apply the graph-level settings: watermark, soft limit, stats level, watchdog."""
     if spec.max_queued_packets is None:
         # flowplex bounds memory by default (lm-lmflow does not): node input queues may hold
         # at most DEFAULT_MAX_QUEUED_PACKETS packets and DEFAULT_MAX_QUEUED_BYTES of buffers
@@ -111,7 +116,6 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     engine.timed = engine.stats_level == "full"
     if spec.watchdog_ms > 0 and spec.stats != "full":
         log.info("stats is overridden to full because watchdog_ms > 0")
-    return engine
 
 
 def _check_static_types(plan: GraphPlan, nodes: list[Node]) -> None:

@@ -170,10 +170,10 @@ class Engine:
         run = self._run
         # Finished-but-unflushed invocations still hold their contexts (claim-order flushing).
         while node.in_flight + len(node.pending) < node.max_in_flight:
-            ctx = self._claim(node)
-            if ctx is None:
+            claimed = self._claim(node)
+            if claimed is None:
                 return
-            out.append((node.executor, run, ctx))
+            out.append((node.executor, run, claimed))
 
     def _claim(self, node: Node) -> Context | None:
         """Pop the inputs of one invocation into a free context ("pop at claim")."""
