@@ -110,7 +110,7 @@ def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None
     engine.soft_limit = spec.max_queue_size
     for node in nodes:
         node.limited = any(port.capacity for edge in node.out_edges for port in edge.consumers)
-        node.simple = not node.is_source and node.max_in_flight == 1 and len(node.out_edges) == 1
+        node.simple = not node.is_source and node.max_in_flight == 1 and len(node.out_edges) <= 1
     engine.stats_level = "full" if spec.watchdog_ms > 0 else spec.stats
     engine.watchdog_ns = spec.watchdog_ms * 1_000_000
     engine.timed = engine.stats_level == "full"

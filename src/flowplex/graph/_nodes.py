@@ -78,7 +78,7 @@ class Edge:
     """An edge: one producer port, any number of consumer ports, pollers and observers."""
 
     __slots__ = ("bound_observers", "bound_pollers", "closed", "consumers", "dropped", "is_graph_input",
-                 "last_sent", "name", "observers", "pollers", "producer", "published", "solo")
+                 "last_sent", "name", "observers", "pollers", "producer", "published", "solo", "blocking")
 
     def __init__(self, name: str, producer: Node | None) -> None:
         self.name = name
@@ -93,6 +93,8 @@ class Edge:
         self.dropped = 0
         self.last_sent = TS_UNSET
         self.published = TS_UNSTARTED
+        self.blocking: list[Poller] = []
+        """Bounded pollers with the ``block`` policy (they bound graph-input sends)."""
         self.solo: InPort | None = None
         """The only consumer port when it is plain and nobody subscribes (delivery fast path)."""
 
@@ -102,6 +104,7 @@ class Edge:
                  and not self.consumers[0].capacity
                  and not self.pollers and not self.observers and not self.bound_pollers and not self.bound_observers)
         self.solo = self.consumers[0] if plain else None
+        self.blocking = [p for p in self.pollers if p.blocks]
 
     def reset(self) -> None:
         """Back to the state before ``start``."""
