@@ -791,11 +791,14 @@ class Engine:
     def _run_close(self, node: Node, ctx: Context) -> None:
         text = ""
         err: Exception | None = None
-        try:
-            node.kernel.close(ctx)
-        except Exception as exc:
-            err = exc
-            text = _describe(exc, ctx)
+        if self.timed:
+            err, text = self._timed_call(node, ctx, node.kernel.close)
+        else:
+            try:
+                node.kernel.close(ctx)
+            except Exception as exc:
+                err = exc
+                text = _describe(exc, ctx)
         if not text and node.typed_outputs:
             text = _output_type_error(node, ctx)
         subs: list[Submission] = []
