@@ -456,7 +456,8 @@ class Engine:
             raise
         end = time.perf_counter_ns()
         node.running_since = 0
-        node.record_time(end - start)
+        if ctx._phase == PHASE_PROCESS:  # node stats time `process` only (lm-flow's definition)
+            node.record_time(end - start)
         if self.watchdog_ns and end - start > self.watchdog_ns:
             log.warning("node `%s`: one %s took %.1f ms, exceeding watchdog %d ms", node.name,
                         getattr(fn, "__name__", "callback").capitalize(), (end - start) / 1e6,
