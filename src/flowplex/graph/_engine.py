@@ -463,7 +463,7 @@ class Engine:
                         getattr(fn, "__name__", "callback").capitalize(), (end - start) / 1e6,
                         self.watchdog_ns // 1_000_000)
         tracer = self.tracer
-        if tracer is not None:
+        if tracer is not None and ctx._phase == PHASE_PROCESS:
             tracer(node.name, getattr(fn, "__name__", "process"), ctx._ts, start, end - start)
         return err, text
 
