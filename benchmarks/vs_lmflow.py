@@ -13,7 +13,6 @@ import argparse
 import gc
 import os
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -210,7 +209,6 @@ def main() -> None:
                         lambda i: np.zeros((1080, 1920, 3), dtype=np.uint8))
     row("1080p frames, one stage writes in place (host)", fp, lm, "frames/s")
     print("# frames for the in-place row are allocated per send (np.zeros), on both engines")
-    _ = statistics
 
 
 if __name__ == "__main__":
