@@ -110,3 +110,26 @@ def test_sent_array_is_read_only_while_the_graph_holds_it() -> None:
         assert mine.flags.writeable  # the last packet reference is gone
         g.close_all_inputs()
         g.wait_done(timeout=5)
+
+
+def test_full_stats_count_copy_on_write_copies_per_node() -> None:
+    import tests.graph.conftest  # noqa: F401
+
+    with flowplex.Graph.from_yaml("""
+stats: full
+nodes:
+  - { name: neg, kernel: TInPlaceNegate, input_ports: [x], output_ports: [y] }
+  - { name: keep, kernel: TForward, input_ports: [x], output_ports: [k] }
+  - { name: solo, kernel: TInPlaceNegate, input_ports: [k], output_ports: [z] }
+input_ports: [x]
+output_ports: [y, z]
+""") as g:
+        g.start()
+        for i in range(3):
+            g.send("x", np.zeros(8, dtype=np.int16), ts=i)
+        g.close_all_inputs()
+        g.wait_done(timeout=10)
+        stats = {s.node_name: s.copies for s in g.node_stats()}
+    # `neg` shares each payload with its fan-out sibling (still queued), so it copies; `solo`
+    # then receives the sibling's payload, which nobody else holds any more: no copy there.
+    assert stats == {"neg": 3, "keep": 0, "solo": 0}

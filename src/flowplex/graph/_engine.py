@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from .._timestamps import TS_DONE, TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, TS_UNSET, ts_name
+from .._timestamps import TS_DONE, TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, TS_UNSET, next_allowed, ts_name
 from ..errors import (
     ClosedError,
     DeadlockError,
@@ -27,8 +27,9 @@ from ..errors import (
     WouldBlock,
 )
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, CloseReason, Context
-from ..packets import Packet, type_name
-from ._nodes import BATCH, SYNC_SET, Edge, InPort, Node, batch_plan, next_allowed, ready_ts, sync_set_group
+from ..packets import Packet, _thread_cow_counts, type_name
+from ._nodes import BATCH, SYNC_SET, Edge, InPort, Node, batch_plan, ready_ts, sync_set_group
+from ._timers import Timers
 
 if TYPE_CHECKING:
     from ..executors import DelegatingExecutor, Executor
@@ -98,11 +99,8 @@ class Engine:
         self.soft_limit = 100
         self.blocked_nodes: set[Node] = set()
         self._retry: list[Node] = []
-        self.counters: dict[str, int] = {}
-        self.generation = 0
         self.wakeup: Callable[[], None] | None = None
-        self._timers: _Timers | None = None
-        self._subsequent_errors = 0
+        self._timers: Timers | None = None
         for d in delegating:
             d.on_submit = self._on_delegated
 
@@ -112,7 +110,6 @@ class Engine:
         """First error wins; later ones are logged. Caller holds the lock."""
         where = f"[{node.name}] " if node is not None else ""
         if self.error is not None:
-            self._subsequent_errors += 1
             log.warning("(subsequent error, ignored) kernel failed: %s%s", where, text)
             return
         message = f"kernel failed: {where}{text}"
@@ -442,6 +439,7 @@ class Engine:
         """Run a kernel callback measuring it (stats ``full``, tracing, watchdog)."""
         err: Exception | None = None
         text = ""
+        copies_before = _thread_cow_counts()[0]
         start = time.perf_counter_ns()
         node.running_since = start
         try:
@@ -458,6 +456,7 @@ class Engine:
         node.running_since = 0
         if ctx._phase == PHASE_PROCESS:  # node stats time `process` only (lm-flow's definition)
             node.record_time(end - start)
+            node.copies += _thread_cow_counts()[0] - copies_before
         if self.watchdog_ns and end - start > self.watchdog_ns:
             log.warning("node `%s`: one %s took %.1f ms, exceeding watchdog %d ms", node.name,
                         getattr(fn, "__name__", "callback").capitalize(), (end - start) / 1e6,
@@ -518,7 +517,6 @@ class Engine:
             self.schedule(node, subs)
             if node.closable or self.halted:
                 self._try_close(node, subs)
-            self.generation += 1
             if self.waiters:
                 self.changed.notify_all()
         wake = self.wakeup
@@ -560,7 +558,6 @@ class Engine:
                 self.schedule(node, subs)
             if node.closable:
                 self._try_close(node, subs)
-            self.generation += 1
             if self.waiters:
                 self.changed.notify_all()
         return True
@@ -767,9 +764,9 @@ class Engine:
         for executor, task, arg in subs:
             executor.submit_background(task, arg)
 
-    def _timer_service(self) -> _Timers:
+    def _timer_service(self) -> Timers:
         if self._timers is None:
-            self._timers = _Timers(self)
+            self._timers = Timers(self)
         return self._timers
 
     # -- closing ---------------------------------------------------------------------------------
@@ -1013,7 +1010,6 @@ class Engine:
         self.halted = paused or self.cancelled or self.error is not None
 
     def _bump(self) -> None:
-        self.generation += 1
         if self.waiters:
             self.changed.notify_all()
         cb = self.wakeup
@@ -1083,52 +1079,6 @@ class Engine:
             self._timers = None
         for ex in self.executors:
             ex.shutdown()
-
-
-class _Timers:
-    """One thread per graph that fires source wakes at their deadlines."""
-
-    def __init__(self, engine: Engine) -> None:
-        import heapq
-
-        self._heapq = heapq
-        self._engine = engine
-        self._cond = threading.Condition(threading.Lock())
-        self._heap: list[tuple[float, int, Node, int]] = []
-        self._seq = 0
-        self._stopped = False
-        self._thread = threading.Thread(target=self._loop, name="flowplex-timers", daemon=True)
-        self._thread.start()
-
-    def add(self, deadline: float, node: Node, gen: int) -> None:
-        with self._cond:
-            self._seq += 1
-            self._heapq.heappush(self._heap, (deadline, self._seq, node, gen))
-            self._cond.notify()
-
-    def _loop(self) -> None:
-        while True:
-            with self._cond:
-                while not self._stopped:
-                    if self._heap:
-                        wait = self._heap[0][0] - time.monotonic()
-                        if wait <= 0:
-                            break
-                        self._cond.wait(wait)
-                    else:
-                        self._cond.wait()
-                if self._stopped:
-                    return
-                _, _, node, gen = self._heapq.heappop(self._heap)
-            self._engine.wake(node, gen)
-
-    def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._heap.clear()
-            self._cond.notify_all()
-        if self._thread is not threading.current_thread():
-            self._thread.join(timeout=5.0)
 
 
 _BUFFER: Final = 6

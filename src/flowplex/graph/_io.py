@@ -58,12 +58,9 @@ class Input:
         or non-increasing timestamp, ``KernelError`` once the graph has failed.
         """
         engine = self._engine
-        subs, calls = engine.accept(self._edge, to_packet(value, _check_ts(ts)), timeout=timeout)
+        work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
-        if calls:
-            engine.call_observers(calls)
-        for executor, task, arg in subs:
-            executor.submit(task, arg)
+        engine.run_work(work)
 
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""

@@ -9,8 +9,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from .._timestamps import TS_DONE, TS_MAX, TS_MIN, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
-from .._timestamps import TS_ONE_OVER_POST_STREAM as _OOPS
+from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
 
 if TYPE_CHECKING:
     from ..executors import Executor
@@ -29,15 +28,6 @@ SYNC_SET: Final = 3
 BATCH: Final = 4
 POLICY_CODES: Final = {"sync": SYNC, "immediate": IMMEDIATE, "fixed_size": FIXED_SIZE, "sync_set": SYNC_SET,
                        "batch": BATCH}
-
-
-def next_allowed(ts: int) -> int:
-    """Inlined copy of ``_timestamps.next_allowed`` for the hot path."""
-    if ts >= TS_MAX or ts == TS_PRE_STREAM:
-        return _OOPS
-    if ts < TS_MIN:
-        return TS_MIN
-    return ts + 1
 
 
 class InPort:
@@ -121,7 +111,7 @@ class Node:
                  "in_flight", "index", "info", "inputs", "is_source", "kernel", "last_start", "max_in_flight",
                  "next_flush", "on_error_skip", "opened", "out_edges", "packets_in", "packets_out", "pending",
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
-                 "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs", "skip_warned",
+                 "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
                  "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple")
 
@@ -196,8 +186,8 @@ class Node:
         self.errors = 0
         self.packets_in = 0
         self.packets_out = 0
-        self.skip_warned = 0
         self.copies = 0
+        """Copy-on-write copies made inside ``process`` (stats ``full``)."""
         self.total_ns = 0
         self.max_ns = 0
         self.hist = [0] * 32

@@ -396,8 +396,7 @@ class _Buffer:
         return n
 
 
-def wrap_adopted(arr: Array, code: int, *, external: bool = True) -> _Buffer:
-    """A holder that adopts ``arr`` without copying (``arr`` was validated by ``check_array``)."""
+def _cpu_holder(arr: Array, code: int, *, external: bool, mutable: bool) -> _Buffer:
     h = _Buffer()
     h.key = None
     h.array = arr
@@ -405,24 +404,21 @@ def wrap_adopted(arr: Array, code: int, *, external: bool = True) -> _Buffer:
     h.shape = arr.shape
     h.device = "cpu"
     h.external = external
-    h.mutable = False
+    h.mutable = mutable
     h.obj = None
+    return h
+
+
+def wrap_adopted(arr: Array, code: int, *, external: bool = True) -> _Buffer:
+    """A holder that adopts ``arr`` without copying (``arr`` was validated by ``check_array``)."""
+    h = _cpu_holder(arr, code, external=external, mutable=False)
     h.key = adopt(arr)  # last: __del__ must only release what was registered
     return h
 
 
 def wrap_owned(arr: Array, code: int, *, external: bool = False) -> _Buffer:
     """A holder for engine-owned memory nobody else references (``new_buffer``, CoW copies)."""
-    h = _Buffer()
-    h.key = None
-    h.array = arr
-    h.code = code
-    h.shape = arr.shape
-    h.device = "cpu"
-    h.external = external
-    h.mutable = True
-    h.obj = None
-    return h
+    return _cpu_holder(arr, code, external=external, mutable=True)
 
 
 def wrap_dlpack(obj: object) -> _Buffer:
