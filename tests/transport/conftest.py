@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from flowplex.transport import Ring
+from flowplex.transport import Ring, _accel
 
 SHM = "/dev/shm"
 
@@ -26,6 +26,23 @@ def _no_shm_leak() -> Iterator[None]:
     for name in leaked:  # clean up so one failure does not cascade
         os.unlink(os.path.join(SHM, name))
     assert not leaked, f"leaked shared-memory segments: {sorted(leaked)}"
+
+
+@pytest.fixture(autouse=True, params=["c", "python"])
+def ring_impl(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run every transport test on both hot-path implementations.
+
+    ``c`` is the ``_fastring`` extension (skipped, with the reason, where it was not built);
+    ``python`` forces the pure-Python paths, in this process and in the processes it spawns.
+    """
+    if request.param == "python":
+        monkeypatch.setattr(_accel, "fast", None)
+        monkeypatch.setenv("FLOWPLEX_PURE_PYTHON", "1")
+    elif _accel.fast is None:
+        if os.environ.get("FLOWPLEX_REQUIRE_EXTRAS") == "1":
+            pytest.fail("the C extension flowplex.transport._fastring is not built")
+        pytest.skip("the C extension flowplex.transport._fastring is not built (no compiler at install)")
+    return str(request.param)
 
 
 @pytest.fixture

@@ -12,7 +12,14 @@ from dataclasses import dataclass, field
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 from flowplex.errors import EndOfStream, Timeout, UsageError
 from flowplex.transport import PAYLOAD_SIZE, Producer, Ring, make_batch, messages_from_rows
@@ -206,5 +213,6 @@ class RingMachine(RuleBasedStateMachine):
             lane.tail = lane.head = self.ring._core.words.load(self.ring._core.lane_word(lane.producer.lane, 0))
 
 
-TestRingMachine = RingMachine.TestCase
-TestRingMachine.settings = settings(stateful_step_count=40, deadline=None)
+def test_ring_matches_the_model(ring_impl: str) -> None:
+    """Runs on both hot paths (the ``ring_impl`` fixture picks the C or the Python one)."""
+    run_state_machine_as_test(RingMachine, settings=settings(stateful_step_count=40, deadline=None))

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import numpy as np
 
 from ..errors import BrokenError, ClosedError, EndOfStream, Timeout, UsageError, WouldBlock
+from . import _accel
 from . import _layout as lay
 from ._batch import rows_from_messages
 from ._core import RingCore, this_process
@@ -37,23 +38,53 @@ _REAP_EVERY_S: Final = 0.05
 
 @final
 class _Lane:
-    """The consumer's private view of one producer lane."""
+    """The consumer's private view of one producer lane (the C ``Lane`` has the same fields)."""
 
     __slots__ = ("avail", "base", "head", "head_i", "index", "next_msg", "slots", "tail_i", "words")
 
-    def __init__(self, core: RingCore, index: int) -> None:
-        w = core.words
-        self.index = index
-        self.words = core.lane_word(index, 0)  # word index of the lane header
-        self.base = core.slots_offset(index)
-        self.tail_i = core.lane_word(index, lay.L_TAIL)
-        self.head_i = core.lane_word(index, lay.L_HEAD)
-        self.head = w.load(self.head_i)
-        self.avail = self.head  # cached tail; messages in [head, avail) are published
-        consumed = self.head - w.plain[core.lane_word(index, lay.L_CONSUMER_EXTRA)]
-        consumed -= w.plain[core.lane_word(index, lay.L_SKIPPED_SLOTS)]
-        self.next_msg = (consumed + w.plain[core.lane_word(index, lay.L_DROPPED)]) & _U32
+    def __init__(self) -> None:
+        self.index = self.words = self.base = self.tail_i = self.head_i = 0
+        self.head = 0
+        self.avail = 0  # cached tail; messages in [head, avail) are published
+        self.next_msg = 0
         self.slots: NDArray[np.uint8] | None = None  # (capacity, 256) bytes, made on first use
+
+
+def _new_lane(core: RingCore, index: int) -> _Lane:
+    """A lane view, of the C type when the extension is in use (its ``recv`` reads the fields)."""
+    fast = _accel.fast
+    lane: _Lane = _Lane() if fast is None else fast.Lane()
+    w = core.words
+    lane.index = index
+    lane.words = core.lane_word(index, 0)  # word index of the lane header
+    lane.base = core.slots_offset(index)
+    lane.tail_i = core.lane_word(index, lay.L_TAIL)
+    lane.head_i = core.lane_word(index, lay.L_HEAD)
+    lane.head = lane.avail = w.load(lane.head_i)
+    consumed = lane.head - w.plain[core.lane_word(index, lay.L_CONSUMER_EXTRA)]
+    consumed -= w.plain[core.lane_word(index, lay.L_SKIPPED_SLOTS)]
+    lane.next_msg = (consumed + w.plain[core.lane_word(index, lay.L_DROPPED)]) & _U32
+    return lane
+
+
+class _HotState(Protocol):
+    """What ``recv`` shares with the rest of the consumer (the C ``Reader`` has the same fields)."""
+
+    cur: _Lane
+    """The lane ``recv`` reads first."""
+    solo: bool
+    """Only one producer is registered: ``recv`` re-reads its tail inline."""
+
+
+@final
+class _PyHotState:
+    """The pure-Python ``_HotState``."""
+
+    __slots__ = ("cur", "solo")
+
+    def __init__(self, lane: _Lane) -> None:
+        self.cur = lane
+        self.solo = False
 
 
 @final
@@ -66,7 +97,7 @@ class Consumer:
 
     __slots__ = (
         "__weakref__",
-        "_box",
+        "_hot",
         "_closed",
         "_core",
         "_drop",
@@ -86,7 +117,9 @@ class Consumer:
     )
 
     recv: RecvFn
-    """Receive the next message; see :class:`RecvFn` (a closure, so the hot path reads no attributes)."""
+    """Receive the next message; see :class:`RecvFn`.  The C ``Reader.recv`` where the extension
+    is built (it hands every case but a published one-slot message to the Python closure), else
+    the Python closure."""
 
     def __init__(self, core: RingCore, expect_producers: int = 1) -> None:
         core.claim_consumer()
@@ -98,37 +131,44 @@ class Consumer:
         self._store = core.words.store
         self._load = core.words.load
         self._drop = core.policy == lay.FULL_POLICY_CODES["drop_oldest"]
-        self._lanes = [_Lane(core, i) for i in range(core.max_producers)]
+        self._lanes = [_new_lane(core, i) for i in range(core.max_producers)]
         self._order: list[_Lane] = []
         self._rr = 0
         self._gen = -1
-        # State shared with the recv closure: the current lane, and whether it is the only one
-        # in use (then recv re-reads its tail inline; with several, _find keeps it fair).  The
+        # State shared with recv: the current lane, and whether it is the only one in use
+        # (then recv re-reads its tail inline; with several, _find keeps it fair).  The
         # placeholder lane has nothing cached, so the first recv scans.
-        self._box: list[object] = [_Lane(core, 0), False]
+        fast = _accel.fast
+        placeholder = _new_lane(core, 0)
+        reader = None if fast is None else fast.Reader(self._mm, self._mask, Message, tuple(AGENT_TYPES), placeholder)
+        hot: _HotState = _PyHotState(placeholder) if reader is None else reader
+        self._hot = hot
         self._closed = False
         self._last_reap = 0.0
         self._pid = this_process()[0]
-        self.recv = _make_recv(self)
+        py_recv = _make_recv(self)
+        if reader is None:
+            self.recv = py_recv
+        else:
+            reader.bind(py_recv)
+            self.recv = reader.recv
 
     # -- receiving one message ------------------------------------------------------------------
     @property
     def _cur(self) -> _Lane:
-        lane = self._box[0]
-        assert isinstance(lane, _Lane)
-        return lane
+        return self._hot.cur
 
     @_cur.setter
     def _cur(self, lane: _Lane) -> None:
-        self._box[0] = lane
+        self._hot.cur = lane
 
     @property
     def _solo(self) -> bool:
-        return bool(self._box[1])
+        return self._hot.solo
 
     @_solo.setter
     def _solo(self, value: bool) -> None:
-        self._box[1] = value
+        self._hot.solo = value
 
     def recv_nowait(self) -> Message:
         """Like :meth:`recv`, but raise ``WouldBlock`` instead of waiting."""
@@ -501,8 +541,8 @@ class RecvFn(Protocol):
 
 
 def _make_recv(consumer: Consumer) -> RecvFn:
-    """Build ``consumer.recv``: the hot path as a closure over locals (no attribute loads)."""
-    box = consumer._box
+    """Build the pure-Python ``recv``: the hot path as a closure over locals."""
+    hot = consumer._hot
     unpack = consumer._unpack
     mm = consumer._mm
     mask = consumer._mask
@@ -526,9 +566,9 @@ def _make_recv(consumer: Consumer) -> RecvFn:
             BrokenError: a producer process died (raised once, after what it published).
             ClosedError: the consumer or its ring was closed.
         """
-        lane: _Lane = box[0]  # type: ignore[assignment]
+        lane = hot.cur
         h = lane.head
-        if h >= lane.avail and box[1]:
+        if h >= lane.avail and hot.solo:
             # One producer: re-read its tail right here (no fairness to keep), so a consumer
             # that keeps up with its producer stays on this path instead of the scan.
             lane.avail = ordered[lane.tail_i]  # acquire load
@@ -536,7 +576,7 @@ def _make_recv(consumer: Consumer) -> RecvFn:
             # Hot path: a published single-slot message in the current lane.
             off = lane.base + ((h & mask) << 8)
             seq, n, flags, agent, sid, _mid, ts = unpack(mm, off)
-            if flags & 1 or n > 224:
+            if flags & 3 != 2 or n > 224 or agent > 7:  # fragments, or a corrupt slot
                 return _call(take)(lane)
             off += 32
             msg = _new(Message, (mm[off : off + n], seq, sid, agents[agent], ts, lane.index, flags))

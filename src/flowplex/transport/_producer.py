@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 import numpy as np
 
 from ..errors import ClosedError, Timeout, UsageError
+from . import _accel
 from . import _layout as lay
 from ._core import RingCore
 from ._format import AgentType
@@ -61,11 +62,11 @@ class Producer:
         "_core",
         "_finalizer",
         "_head_i",
+        "_hot",
         "_lane_w",
         "_mask",
         "_mm",
         "_pack",
-        "_st",
         "_store",
         "_tail_i",
         "lane",
@@ -73,7 +74,9 @@ class Producer:
     )
 
     send: SendFn
-    """Send one message; see :class:`SendFn` (a closure, so the hot path reads no attributes)."""
+    """Send one message; see :class:`SendFn`.  The C ``Writer.send`` where the extension is
+    built (it hands every case but a plain one-slot message to the Python closure), else the
+    Python closure, which reads no attributes on its hot path."""
 
     def __init__(self, core: RingCore) -> None:
         self._core = core
@@ -92,42 +95,56 @@ class Producer:
         # msg_id continues the lane's message count, so the consumer can count gaps.
         msg = (tail - w.load(core.lane_word(self.lane, lay.L_EXTRA_SLOTS))) & _U32
         # tail, limit (cached head + capacity), extra slots of fragmented messages so far; the
-        # next msg_id is tail - extra, which saves the hot path a counter update.
-        self._st = [tail, -1, tail - msg]
+        # next msg_id is tail - extra, which saves the hot path a counter update.  The C writer
+        # and the Python closure share this state, so either may run any call.
+        fast = _accel.fast
+        writer = (
+            None
+            if fast is None
+            else fast.Writer(self._mm, self._base, 8 * self._tail_i, 8 * self._lane_w, self._mask, self.lane)
+        )
+        hot: _HotState = _PyHotState() if writer is None else writer
+        hot.tail, hot.limit, hot.extra = tail, -1, tail - msg
+        self._hot = hot
         self._closed = False
         self._refresh_limit()
-        self.send = _make_send(self)
+        py_send = _make_send(self)
+        if writer is None:
+            self.send = py_send
+        else:
+            writer.bind(py_send)
+            self.send = writer.send
         self._finalizer = weakref.finalize(self, _close_lane, core, self.lane)
 
-    # The hot-path state lives in a list shared with the ``send`` closure.
+    # The hot-path state lives in ``_hot``, shared with ``send``.
     @property
     def _tail(self) -> int:
-        return self._st[0]
+        return self._hot.tail
 
     @_tail.setter
     def _tail(self, value: int) -> None:
-        self._st[0] = value
+        self._hot.tail = value
 
     @property
     def _limit(self) -> int:
-        return self._st[1]
+        return self._hot.limit
 
     @_limit.setter
     def _limit(self, value: int) -> None:
-        self._st[1] = value
+        self._hot.limit = value
 
     @property
     def _extra(self) -> int:
-        return self._st[2]
+        return self._hot.extra
 
     @_extra.setter
     def _extra(self, value: int) -> None:
-        self._st[2] = value
+        self._hot.extra = value
 
     @property
     def _msg(self) -> int:
         """The msg_id of the next message: messages sent through this lane so far."""
-        return (self._st[0] - self._st[2]) & _U32
+        return (self._hot.tail - self._hot.extra) & _U32
 
     def _refresh_limit(self) -> int:
         """Re-read the consumer's head; return the lane occupancy.  Drop_oldest never limits."""
@@ -438,6 +455,27 @@ class Producer:
         return f"<Producer lane={self.lane} ring={self._core.name!r} {state}>"
 
 
+class _HotState(Protocol):
+    """What ``send`` shares with the rest of the producer (the C ``Writer`` has the same fields)."""
+
+    tail: int
+    """Slots published."""
+    limit: int
+    """Cached consumer head + capacity; -1 sends every call down the slow path."""
+    extra: int
+    """Extra slots of fragmented messages so far (the next msg_id is ``tail - extra``)."""
+
+
+@final
+class _PyHotState:
+    """The pure-Python ``_HotState``."""
+
+    __slots__ = ("extra", "limit", "tail")
+
+    def __init__(self) -> None:
+        self.tail = self.limit = self.extra = 0
+
+
 class SendFn(Protocol):
     """The signature of ``Producer.send``."""
 
@@ -453,8 +491,8 @@ class SendFn(Protocol):
 
 
 def _make_send(producer: Producer) -> SendFn:
-    """Build ``producer.send``: the hot path as a closure over locals (no attribute loads)."""
-    st = producer._st
+    """Build the pure-Python ``send``: the hot path as a closure over locals."""
+    st = producer._hot
     pack = producer._pack
     mm = producer._mm
     base = producer._base
@@ -504,9 +542,9 @@ def _make_send(producer: Producer) -> SendFn:
         else:
             data, flags = _coerce(data)
         n = len(data)
-        t = st[0]
+        t = st.tail
         try:
-            fast = t < st[1] and n <= 224 and agent_type < 8
+            fast = t < st.limit and n <= 224 and agent_type < 8
         except TypeError:
             raise _arg_error(stream_id, agent_type, timestamp_ns) from None
         if fast:
@@ -521,14 +559,14 @@ def _make_send(producer: Producer) -> SendFn:
                     agent_type,
                     lane,
                     stream_id,
-                    (t - st[2]) & 0xFFFFFFFF,
+                    (t - st.extra) & 0xFFFFFFFF,
                     now() if timestamp_ns is None else timestamp_ns,
                     data,
                 )
             except (struct.error, TypeError):
                 raise _arg_error(stream_id, agent_type, timestamp_ns) from None
             t += 1
-            st[0] = t
+            st.tail = t
             ordered[tail_i] = t  # release store: publishes the slot written above
             return True
         method = slow()
