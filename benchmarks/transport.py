@@ -4,7 +4,9 @@ Every transport runs in the same invocation, one sender process and one receiver
 for 64-byte and 1-KiB messages, one message per call and batched:
 
 * ring: ``Producer.send`` / ``Consumer.recv``; batched ``send_many`` / ``recv_many`` with
-  ``SLOT_DTYPE`` numpy arrays (a 1-KiB message is 5 rows).
+  ``SLOT_DTYPE`` numpy arrays (a 1-KiB message is 5 rows).  One message per call runs in the C
+  extension ``_fastring`` when it is built; ``ring (py)`` is the same with
+  ``FLOWPLEX_PURE_PYTHON=1`` (the pure-Python hot path, one message per call only).
 * ``multiprocessing.Queue``: ``put`` / ``get``; batched: one ``put`` of a list of messages.
 * faster-fifo: ``put`` / ``get``; batched ``put_many`` / ``get_many``.
 * pyzmq PUSH/PULL over ``ipc://``: ``send`` / ``recv``; batched ``send_multipart`` / ``recv_multipart``.
@@ -33,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from flowplex.transport import FLAG_FIRST, Ring, make_batch
+from flowplex.transport import FLAG_FIRST, Ring, _accel, make_batch
 
 CTX = mp.get_context("spawn")
 SIZES = (64, 1024)
@@ -45,6 +47,8 @@ COUNTS: dict[tuple[str, int, str], int] = {
     ("ring", 64, "single"): 1_000_000,
     ("ring", 1024, "single"): 300_000,
     ("ring", 64, "batched"): 20_000_000,
+    ("ring (py)", 64, "single"): 500_000,
+    ("ring (py)", 1024, "single"): 100_000,
     ("ring", 1024, "batched"): 3_000_000,
     ("mp.Queue", 64, "single"): 200_000,
     ("mp.Queue", 1024, "single"): 200_000,
@@ -236,9 +240,16 @@ def measure(transport: str, size: int, mode: str, scale: float) -> float | None:
     batched = mode == "batched"
     n = max(batch_size(size), int(COUNTS[(transport, size, mode)] * scale))
     n -= n % batch_size(size)
-    if transport == "ring":
-        with Ring.create(capacity=RING_CAPACITY, full_policy="block", max_producers=1) as ring:
-            return run_pair(ring_send, ring_recv, ring.name, size, n, batched)
+    if transport.startswith("ring"):
+        pure = transport == "ring (py)"
+        if pure:
+            os.environ["FLOWPLEX_PURE_PYTHON"] = "1"  # inherited by the spawned processes
+        try:
+            with Ring.create(capacity=RING_CAPACITY, full_policy="block", max_producers=1) as ring:
+                return run_pair(ring_send, ring_recv, ring.name, size, n, batched)
+        finally:
+            if pure:
+                del os.environ["FLOWPLEX_PURE_PYTHON"]
     if transport == "mp.Queue":
         return run_pair(mpq_send, mpq_recv, CTX.Queue(), size, n, batched)
     if transport == "faster-fifo":
@@ -270,9 +281,10 @@ def machine_facts() -> str:
             versions.append(f"{mod} {getattr(m, '__version__', '?')}")
         except ImportError:
             versions.append(f"{mod} missing")
+    hot_path = "C extension" if _accel.fast is not None else "pure Python (extension not built)"
     return (
         f"{os.cpu_count()} CPUs ({cpu}), {platform.system()} {platform.machine()}, "
-        f"Python {platform.python_version()}, {', '.join(versions)}"
+        f"Python {platform.python_version()}, {', '.join(versions)}; ring hot path: {hot_path}"
     )
 
 
@@ -289,10 +301,13 @@ def main() -> None:
     for mode in args.modes:
         for size in args.sizes:
             rates: dict[str, float | None] = {}
-            for transport in ("mp.Queue", "faster-fifo", "pyzmq", "ring"):
+            transports = ["mp.Queue", "faster-fifo", "pyzmq", "ring"]
+            if mode == "single" and _accel.fast is not None:
+                transports.append("ring (py)")
+            for transport in transports:
                 runs = [measure(transport, size, mode, scale) for _ in range(args.repeat)]
                 rates[transport] = max((r for r in runs if r is not None), default=None)
-            baselines = [r for t, r in rates.items() if t != "ring" and r is not None]
+            baselines = [r for t, r in rates.items() if not t.startswith("ring") and r is not None]
             best = max(baselines) if baselines else None
             for transport, rate in rates.items():
                 if rate is None:

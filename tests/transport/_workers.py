@@ -73,7 +73,7 @@ nodes:
   - name: to_ring
     kernel: RingSink
     input_ports: [text]
-    options: {{ ring: {ring}, agent_type: user }}
+    options: {{ ring: {ring}, agent_type: user, stream_id: 7 }}
 input_ports: [text]
 """
 

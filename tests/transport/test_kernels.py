@@ -7,6 +7,7 @@ import os
 import time
 
 import flowplex
+from flowplex.transport import AgentType
 from flowplex.transport import _kernels  # noqa: F401  (registers RingSink and RingSource)
 
 from . import _workers
@@ -34,7 +35,10 @@ def test_packets_travel_from_a_graph_in_another_process() -> None:
             time.sleep(0.01)
         proc = CTX.Process(target=_workers.sink_graph, args=(ring, 50))
         proc.start()
-        got = [(p.timestamp, p.as_str() if p.as_str() is not None else p.as_bytes()) for p in out]
+        packets = list(out)
+        got = [(p.timestamp, p.as_str() if p.as_str() is not None else p.as_bytes()) for p in packets]
+        # who sent it travels too (the agent-stream metadata convention), not only the text
+        who = {(p.metadata("stream_id"), p.metadata("agent_type"), p.metadata("producer_id")) for p in packets}
         proc.join(30)
         assert proc.exitcode == 0
         g.wait_done()
@@ -43,4 +47,5 @@ def test_packets_travel_from_a_graph_in_another_process() -> None:
             g.cancel()
     expected = [(i * 10, f"token {i} " + "é" * i if i % 2 == 0 else bytes([i]) * 300) for i in range(50)]
     assert got == expected
+    assert who == {(7, int(AgentType.USER), 0)}
     assert not os.path.exists(f"/dev/shm/{ring}")

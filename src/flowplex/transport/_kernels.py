@@ -16,6 +16,7 @@ from typing import final
 
 from ..errors import EndOfStream, Timeout, UsageError
 from ..kernels import Context, Contract, Kernel, kernel
+from ..packets import Packet
 from ._consumer import Consumer
 from ._format import AgentType
 from ._producer import Producer
@@ -120,7 +121,10 @@ class RingSource(Kernel):
     and went), ``poll_s`` (float, default 0.05: the longest one invocation waits).
     Lifecycle: ``open`` creates or attaches and registers as the consumer; each ``process``
     emits at most one message, stamped with its timestamp (raised to one more than the last
-    if needed, so timestamps keep increasing), yields when nothing arrived within ``poll_s``,
+    if needed, so timestamps keep increasing) and carrying the metadata ``stream_id``,
+    ``agent_type`` (int 0..7) and ``producer_id`` (the sender's lane) — the agent-stream
+    convention, so a ``TerminalSink`` downstream tells the streams apart and a ``RingSink``
+    forwards them unchanged —, yields when nothing arrived within ``poll_s``,
     and calls ``source_done`` at the end of the stream; ``close`` closes (and unlinks) the ring.
     A producer process that dies raises ``BrokenError`` from ``process``.
     """
@@ -166,7 +170,11 @@ class RingSource(Kernel):
             return
         ts = max(m.timestamp_ns, self._last_ts + 1)
         self._last_ts = ts
-        cc.emit(0, m.text if m.is_text else m.data, ts=ts)
+        packet = Packet.from_str(m.text, ts) if m.is_text else Packet.from_bytes(m.data, ts)
+        packet.set_metadata("stream_id", m.stream_id)
+        packet.set_metadata("agent_type", int(m.agent_type))
+        packet.set_metadata("producer_id", m.producer_id)
+        cc.emit(0, packet)
 
     def close(self, cc: Context) -> None:
         if self._consumer is not None:

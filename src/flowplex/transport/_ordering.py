@@ -36,6 +36,12 @@ of correctness on weakly ordered machines.
 it: on x86-64 it is the raw ``memoryview``, so no Python frame is entered).
 
 ``set_memory_model("weak")`` forces the patomic path on x86 too, so the tests exercise it.
+
+The C hot paths (``_fastring.c``, used when the extension is built) do the same two accesses
+on the tail and head words with ``__atomic_load_n(..., __ATOMIC_ACQUIRE)`` and
+``__atomic_store_n(..., __ATOMIC_RELEASE)``, which compile to the right instructions on every
+machine (a plain ``mov`` on x86-64, ``ldar``/``stlr`` on arm64), and they write the slot's bytes
+with plain stores before the release store of the tail, exactly as above.
 """
 
 from __future__ import annotations
