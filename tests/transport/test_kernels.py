@@ -7,8 +7,10 @@ import os
 import time
 
 import flowplex
-from flowplex.transport import AgentType
-from flowplex.transport import _kernels  # noqa: F401  (registers RingSink and RingSource)
+from flowplex.transport import (
+    AgentType,
+    _kernels,  # noqa: F401  (registers RingSink and RingSource)
+)
 
 from . import _workers
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
+from collections.abc import Sized
 from typing import final
 
 from ._protocol import Task
@@ -51,6 +52,16 @@ class InlineExecutor:
                 task(targ)
         finally:
             local.queue = None
+
+    def backlog(self) -> Sized | None:
+        """The tasks waiting behind the one this thread runs now; None outside the run loop.
+
+        Empty means that work submitted now would run next: the engine then runs a chain's
+        next hop in its own loop instead of submitting it. The object is this thread's and
+        stays the same for as long as the running task runs.
+        """
+        queue: deque[tuple[Task, object]] | None = getattr(self._local, "queue", None)
+        return queue
 
     def submit_background(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the graph's background thread (sources, wakes)."""

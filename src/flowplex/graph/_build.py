@@ -14,7 +14,7 @@ from ..kernels._ports import PortTable
 from ..kernels._registry import Kernel, kernel_class
 from ..packets import type_name
 from ._engine import Engine
-from ._nodes import Edge, Node
+from ._nodes import BATCH, Edge, Node
 from ._plan import GraphPlan
 from ._spec import ROUTE_KERNEL, GraphSpec
 
@@ -84,6 +84,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         edges[name] = edge
     for node in nodes:
         node.out_edges = [edges[p.name] for p in node.spec.output_ports]
+        node.out_edge = node.out_edges[0] if len(node.out_edges) == 1 else None
     for edge in edges.values():
         edge.update_solo()
 
@@ -111,6 +112,13 @@ def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None
     for node in nodes:
         node.limited = any(port.capacity for edge in node.out_edges for port in edge.consumers)
         node.simple = not node.is_source and node.max_in_flight == 1 and len(node.out_edges) <= 1
+        node.hop = (node.simple and node.policy != BATCH and not node.backs and not node.typed_inputs
+                    and not node.typed_outputs and not node.rate_period)
+    for node in nodes:
+        for edge in node.out_edges:
+            for port in edge.consumers:
+                port.chained = (node.hop and port.node.hop and port.node.executor is node.executor
+                                and node.executor.kind == "inline")
     engine.stats_level = "full" if spec.watchdog_ms > 0 else spec.stats
     engine.watchdog_ns = spec.watchdog_ms * 1_000_000
     engine.timed = engine.stats_level == "full"

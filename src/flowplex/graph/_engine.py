@@ -28,7 +28,7 @@ from ..errors import (
 )
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, CloseReason, Context
 from ..packets import Packet, _thread_cow_counts, type_name
-from ._nodes import BATCH, SYNC_SET, Edge, InPort, Node, batch_plan, ready_ts, sync_set_group
+from ._nodes import BATCH, SYNC, SYNC_SET, Edge, InPort, Node, batch_plan, ready_ts, sync_set_group, sync_ts
 from ._timers import Timers
 
 if TYPE_CHECKING:
@@ -237,7 +237,8 @@ class Engine:
                 node.packets_in += count
             ctx._batch = batch
         else:
-            found = ready_ts(node)
+            # `sync` (joins) is the common case here: ask its rule directly.
+            found = sync_ts(node.fwd) if node.policy == SYNC else ready_ts(node)
             if found is None:
                 return None
             ts = found
@@ -245,15 +246,18 @@ class Engine:
             ctx = node.contexts.pop()
             ctx._ts = ts
             ctx._phase = PHASE_PROCESS
+            inputs = ctx._in
             for p in node.fwd:
-                ctx._in[p.index] = None
+                inputs[p.index] = None
             b = next_allowed(ts)
             for port in ports:
                 q = port.queue
                 if q and q[0]._ts == ts:
                     popped = q.popleft()
-                    self._unqueue((popped,))
-                    ctx._in[port.index] = popped
+                    self.queued -= 1
+                    if self.limit_bytes and popped._tid == _BUFFER:
+                        self.queued_bytes -= popped._value.nbytes()  # type: ignore[attr-defined]
+                    inputs[port.index] = popped
                     node.packets_in += 1
                 if b > port.bound:
                     port.bound = b
@@ -270,8 +274,10 @@ class Engine:
             for port in node.fwd:
                 if port.capacity:
                     self._retry_later(port)
-        if any(p.closed for p in node.inputs):
-            ctx._done = [p.closed and not p.queue for p in node.inputs]
+        for p in node.inputs:
+            if p.closed:
+                ctx._done = [p.closed and not p.queue for p in node.inputs]
+                break
         return ctx
 
     def _unqueue(self, packets: tuple[Packet, ...] | list[Packet]) -> None:
@@ -405,6 +411,9 @@ class Engine:
         if ctx._phase == PHASE_CLOSE:
             self._run_close(node, ctx)
             return
+        if node.hop and not self.timed:
+            self._run_hop(node, ctx)
+            return
         err: BaseException | None = None
         if node.rate_period:
             # `rate` spaces the *starts* of process calls: stamp when it really starts.
@@ -478,13 +487,6 @@ class Engine:
 
     def _finish(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
         subs: list[Submission] = []
-        if not text and node.simple and self._finish_chain(node, ctx, subs):
-            wake = self.wakeup
-            if wake is not None:
-                wake()
-            for executor, task, arg in subs:
-                executor.submit(task, arg)
-            return
         calls: list[tuple[Callable[[Packet], object], Packet]] = []
         with self.lock:
             if text:
@@ -527,58 +529,182 @@ class Engine:
         for executor, task, arg in subs:
             executor.submit(task, arg)
 
-    def _finish_chain(self, node: Node, ctx: Context, subs: list[Submission]) -> bool:
-        """Fast path of ``_finish`` for a chain link or a sink; False means "use the general path".
+    def _run_hop(self, node: Node, ctx: Context) -> None:
+        """``run`` for chain links and sinks (``node.hop``): the common case, in few frames.
 
-        Applies when the node runs one invocation at a time, succeeded, and has either no
-        output or one output with one plain consumer and no subscribers, on which it emitted.
-        It does what ``_finish`` → ``_flush`` → ``_deliver`` do in that case, in fewer frames
-        (every engine test runs graphs that take it and graphs that don't).
+        A hop node runs one invocation at a time, has at most one output, a single-packet
+        policy, no feedback input, no declared types and no ``rate``, and nothing measures it
+        (stats ``basic``). When an invocation
+        succeeds with one packet for an edge whose only reader is a plain consumer port, the
+        packet goes straight into the consumer's next context if the consumer is idle with an
+        empty queue: the state ``_finish`` → ``_flush`` → ``_deliver`` → ``schedule`` would
+        reach, without touching the queue. If the consumer is a hop node on the same inline
+        executor (``port.chained``) and nothing else waits on this thread, it runs next in
+        this loop instead of through the executor, which would have run it next too. Anything
+        else (an error, no packet or several, a subscriber or a feedback consumer on the edge,
+        a halted graph, backpressure) goes through ``_finish``. tests/graph/test_hop.py runs
+        each case on both paths and compares.
         """
-        port: InPort | None = None
-        if node.out_edges:
-            staged = ctx._out[0]
-            port = node.out_edges[0].solo
-            if port is None or not staged or ctx._bounds is not None:
-                return False
-        with self.lock:
-            if self.halted or node.blocked or self._retry:
-                return False
-            node.processed += 1
-            node.in_flight = 0
-            self.busy -= 1
-            if port is not None:
-                node.packets_out += len(staged)
-                self._deliver_solo(node.out_edges[0], port, staged, subs)
-                staged.clear()
-            node.next_flush = ctx.seq + 1
-            ctx._done = None
-            node.contexts.append(ctx)
-            if node.fast1 is None or node.fast1.queue:
-                self.schedule(node, subs)
-            if node.closable:
-                self._try_close(node, subs)
-            if self.waiters:
-                self.changed.notify_all()
-        return True
+        lock = self.lock
+        executor = node.executor
+        # The work queued behind this task on this thread (None: not an inline executor).
+        backlog = executor.backlog() if executor.kind == "inline" else None  # type: ignore[attr-defined]
+        while True:
+            try:
+                node.kernel.process(ctx)
+            except Exception as exc:
+                for i in range(len(ctx._in)):
+                    ctx._in[i] = None
+                self._finish(node, ctx, exc, _describe(exc, ctx))
+                return
+            except BaseException:
+                self._abandon(node, ctx)
+                raise
+            # Release the inputs before flushing so downstream take_input sees exclusive payloads.
+            inputs = ctx._in
+            if len(inputs) == 1:
+                inputs[0] = None
+            else:
+                for i in range(len(inputs)):
+                    inputs[i] = None
+            edge = node.out_edge
+            port: InPort | None = None
+            if edge is not None:
+                staged = ctx._out[0]
+                port = edge.solo
+                if port is None or len(staged) != 1 or ctx._bounds is not None:
+                    self._finish(node, ctx, None, "")
+                    return
+            nxt: Context | None = None
+            subs: list[Submission] = []
+            # acquire/release rather than `with`: half the cost, and this runs once per hop.
+            lock.acquire()
+            try:
+                # (A running hop node is never `blocked`: it has one output, to a plain port.)
+                if self.halted or self._retry:
+                    nxt = ctx  # decided under the lock: ``_finish`` takes it from here
+                else:
+                    node.processed += 1
+                    node.in_flight = 0
+                    node.next_flush = ctx.seq + 1
+                    ctx._done = None
+                    node.contexts.append(ctx)
+                    if port is None:
+                        self.busy -= 1
+                    else:
+                        # ``_deliver_solo`` for one packet, then ``schedule`` of the consumer.
+                        p = staged.pop()
+                        node.packets_out += 1
+                        ts = p._ts
+                        b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
+                        if b > port.bound:
+                            port.bound = b
+                        if b > edge.published:  # type: ignore[union-attr]
+                            edge.published = b  # type: ignore[union-attr]
+                        consumer = port.node
+                        if (consumer.fast1 is port and not port.queue and not consumer.in_flight
+                                and consumer.claimable and not consumer.blocked):
+                            # ``_hand_over``, inlined; this invocation's `busy` passes on.
+                            nxt = consumer.contexts.pop()
+                            nxt._ts = ts
+                            nxt._phase = PHASE_PROCESS
+                            nxt._in[0] = p
+                            if port.closed:
+                                nxt._done = [True]
+                            nxt.seq = consumer.seq
+                            consumer.seq += 1
+                            consumer.in_flight = 1
+                            consumer.packets_in += 1
+                            if not port.peak:
+                                port.peak = 1
+                        else:
+                            self.busy -= 1
+                            q = port.queue
+                            q.append(p)
+                            self.queued += 1
+                            if self.limit_bytes and p._tid == _BUFFER:
+                                self.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+                            if len(q) > port.peak:
+                                self._new_peak(edge, port)  # type: ignore[arg-type]
+                            self.schedule(consumer, subs)
+                    own = node.fast1
+                    if own is None or own.queue:
+                        self.schedule(node, subs)
+                    if node.closable:
+                        self._try_close(node, subs)
+                    if self.waiters:
+                        self.changed.notify_all()
+            finally:
+                lock.release()
+            if nxt is ctx:
+                self._finish(node, ctx, None, "")
+                return
+            wake = self.wakeup
+            if wake is not None:
+                wake()
+            if nxt is None:
+                for ex, task, arg in subs:
+                    ex.submit(task, arg)
+                return
+            if backlog or not port.chained or self.timed:  # type: ignore[union-attr]
+                port.node.executor.submit(self._run, nxt)  # type: ignore[union-attr]
+                for ex, task, arg in subs:
+                    ex.submit(task, arg)
+                return
+            # The consumer would run next on this thread anyway: run it here, after handing
+            # the other claimed work to executors, as they would have seen it.
+            if subs:
+                for ex, task, arg in subs:
+                    ex.submit(task, arg)
+            del p  # hold no handle of the packet: the consumer may write into it in place
+            node = port.node  # type: ignore[union-attr]
+            ctx = nxt
 
     def _deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet], subs: list[Submission]) -> None:
         """``_deliver`` for an edge with one plain consumer port and no subscribers; lock held."""
         n = len(packets)
         q = port.queue
-        q.extend(packets)
-        self.queued += n
-        if self.limit_bytes:
-            self.queued_bytes += _buffer_bytes(packets)
         last = packets[-1]._ts
         b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
-        if len(q) > port.peak:
-            self._new_peak(edge, port)
         if b > port.bound:
             port.bound = b
         if b > edge.published:
             edge.published = b
-        self.schedule(port.node, subs)
+        node = port.node
+        if (n == 1 and node.fast1 is port and not q and not node.in_flight and node.claimable and not node.blocked
+                and not self.halted):
+            # ``schedule`` would pop the packet at once: hand it to the consumer directly.
+            subs.append((node.executor, self._run, self._hand_over(node, port, packets[0])))
+            return
+        q.extend(packets)
+        self.queued += n
+        if self.limit_bytes:
+            self.queued_bytes += _buffer_bytes(packets)
+        if len(q) > port.peak:
+            self._new_peak(edge, port)
+        self.schedule(node, subs)
+
+    def _hand_over(self, node: Node, port: InPort, p: Packet) -> Context:
+        """Claim ``node`` (idle, ``fast1`` is ``port``, its queue empty) for ``p``; lock held.
+
+        What queueing ``p`` and ``schedule`` would do, without the queue: its counters would
+        go up and down again, so only the peak records the depth of 1 (which warns at no soft
+        limit, since limits are at least 1). ``_run_hop`` inlines the same steps.
+        """
+        ctx = node.contexts.pop()
+        ctx._ts = p._ts
+        ctx._phase = PHASE_PROCESS
+        ctx._in[0] = p
+        if port.closed:
+            ctx._done = [True]
+        ctx.seq = node.seq
+        node.seq += 1
+        node.in_flight = 1
+        node.packets_in += 1
+        self.busy += 1
+        if not port.peak:
+            port.peak = 1
+        return ctx
 
     def _fail_invocation(self, node: Node, ctx: Context, err: BaseException | None, text: str,
                          subs: list[Submission]) -> None:
@@ -663,9 +789,17 @@ class Engine:
         last = packets[-1]._ts
         b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
         n = len(packets)
-        nbytes = _buffer_bytes(packets) if self.limit_bytes else 0
+        nbytes = -1  # counted once, when a queue takes the packets
         for port in edge.consumers:
             q = port.queue
+            node = port.node
+            if (n == 1 and node.fast1 is port and not q and not node.in_flight and node.claimable
+                    and not node.blocked and not self.halted):
+                # ``schedule`` would pop the packet at once: hand it over (see ``_hand_over``).
+                if b > port.bound:
+                    port.bound = b
+                subs.append((node.executor, self._run, self._hand_over(node, port, packets[0])))
+                continue
             if port.is_back:
                 # A feedback register keeps only the newest value.
                 if q:
@@ -677,7 +811,10 @@ class Engine:
             else:
                 q.extend(packets)
                 self.queued += n
-                self.queued_bytes += nbytes
+                if self.limit_bytes:
+                    if nbytes < 0:
+                        nbytes = _buffer_bytes(packets)
+                    self.queued_bytes += nbytes
                 if port.fixed:
                     while len(q) > port.fixed:
                         self._unqueue((q.popleft(),))

@@ -33,8 +33,8 @@ POLICY_CODES: Final = {"sync": SYNC, "immediate": IMMEDIATE, "fixed_size": FIXED
 class InPort:
     """One consumer input port: its own FIFO, its bound and its closed flag."""
 
-    __slots__ = ("bound", "capacity", "closed", "edge", "fixed", "index", "is_back", "name", "node", "overwritten",
-                 "peak", "queue", "warn_at")
+    __slots__ = ("bound", "capacity", "chained", "closed", "edge", "fixed", "index", "is_back", "name", "node",
+                 "overwritten", "peak", "queue", "warn_at")
 
     def __init__(self, node: Node, index: int, name: str, is_back: bool) -> None:
         self.node = node
@@ -53,6 +53,8 @@ class InPort:
         self.warn_at = 0
         """Next backlog depth that logs a soft-limit warning (doubles each time)."""
         self.edge: Edge | None = None
+        self.chained = False
+        """Producer and consumer are hop nodes on one inline executor: a hop may run the next."""
 
     def reset(self) -> None:
         """Back to the state before ``start``."""
@@ -113,7 +115,8 @@ class Node:
                  "policy", "processed", "rate_period", "seq", "sets", "source_done", "spec", "typed_inputs",
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
-                 "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple")
+                 "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple", "hop",
+                 "out_edge")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -146,8 +149,12 @@ class Node:
             else:
                 p.capacity = spec.input_queues.capacity_of(p.name)
         self.out_edges: list[Edge] = []
+        self.out_edge: Edge | None = None
+        """The output edge of a node with exactly one output port."""
         self.simple = False
-        """A chain link: not a source, one invocation at a time, exactly one output port."""
+        """A chain link: not a source, one invocation at a time, at most one output port."""
+        self.hop = False
+        """``simple``, not ``batch``, no feedback, no declared types, no ``rate``: ``Engine._run_hop``."""
         self.in_types: list[int] = []
         self.out_types: list[int] = []
         self.typed_inputs = False
@@ -233,14 +240,14 @@ def ready_ts(node: Node) -> int | None:
     if policy == SYNC_SET:
         chosen: int | None = None
         for group in node.sets:
-            found = _sync_ts(group)
+            found = sync_ts(group)
             if found is not None and (chosen is None or found < chosen):
                 chosen = found
         return chosen
-    return _sync_ts(node.fwd)
+    return sync_ts(node.fwd)
 
 
-def _sync_ts(ports: list[InPort]) -> int | None:
+def sync_ts(ports: list[InPort]) -> int | None:
     """lm-flow's ``sync`` rule: the smallest front ts, if no empty port may still undercut it."""
     min_packet: int | None = None
     min_bound = TS_DONE
@@ -260,7 +267,7 @@ def _sync_ts(ports: list[InPort]) -> int | None:
 def sync_set_group(node: Node, ts: int) -> list[InPort]:
     """The first group (declaration order) that is ready at ``ts``."""
     for group in node.sets:
-        if _sync_ts(group) == ts:
+        if sync_ts(group) == ts:
             return group
     return node.fwd  # unreachable when ``ts`` came from ``ready_ts``
 

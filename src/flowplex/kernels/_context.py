@@ -225,6 +225,21 @@ class Context:
 
     def forward(self, in_index: int, out_index: int) -> None:
         """Stage input ``in_index`` on output ``out_index`` by reference (zero-copy)."""
+        # Most kernels call this once per packet: try the plain case first (negative indexes
+        # would wrap around, so they go the checking way).
+        if in_index >= 0 and out_index >= 0:
+            try:
+                p = self._in[in_index]
+                staged = self._out[out_index]
+            except (IndexError, TypeError):
+                pass
+            else:
+                if p is not None:
+                    staged.append(p)
+                    return
+        self._forward_checked(in_index, out_index)
+
+    def _forward_checked(self, in_index: int, out_index: int) -> None:
         out = self._out
         if not 0 <= out_index < len(out):
             msg = f"forward: output port index {out_index} is out of range (num_outputs={len(out)})"

@@ -56,9 +56,17 @@ class Kernel:
 _lock: Final = threading.Lock()
 _registry: dict[str, type[Kernel]] = {}
 
-# Kernels that live in optional-weight packages register when first named, so that
-# `import flowplex` stays fast: name -> module whose import registers it.
+_TENSOR: Final = "flowplex.kernels._tensor"
+
+# Kernels that live in heavier modules register when first named, so that `import flowplex`
+# stays fast (the buffer kernels need numpy): name -> module whose import registers it.
 _PROVIDERS: Final = {
+    "InvertKernel": _TENSOR,
+    "NormalizeKernel": _TENSOR,
+    "CastKernel": _TENSOR,
+    "AffineKernel": _TENSOR,
+    "ClampKernel": _TENSOR,
+    "ReduceKernel": _TENSOR,
     "RingSink": "flowplex.transport._kernels",
     "RingSource": "flowplex.transport._kernels",
     "CommandSource": "flowplex.agents",
@@ -66,6 +74,9 @@ _PROVIDERS: Final = {
     "ReplaySource": "flowplex.agents",
     "TerminalSink": "flowplex.agents",
 }
+
+_RESERVED: Final = {name: module for name, module in _PROVIDERS.items() if module == _TENSOR}
+"""Lazily registered names that ``import flowplex`` used to register eagerly (and so reserve)."""
 
 
 def kernel(name: str) -> Callable[[K], K]:
@@ -88,6 +99,13 @@ def kernel(name: str) -> Callable[[K], K]:
         if not (isinstance(cls, type) and issubclass(cls, Kernel)):
             msg = f"@kernel({name!r}) must decorate a subclass of flowplex.Kernel, got {cls!r}"
             raise TypeError(msg)
+        provider = _RESERVED.get(name)
+        if provider is not None and cls.__module__ != provider:
+            # A built-in's name stays taken even before its module is loaded: load it, so that
+            # the clash below is reported now, as it was when every built-in loaded eagerly.
+            import importlib
+
+            importlib.import_module(provider)
         with _lock:
             existing = _registry.get(name)
             if existing is not None and existing is not cls:

@@ -21,19 +21,23 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Final, TypeAlias, final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final, TypeAlias, final
 
 from ..errors import UsageError
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Array: TypeAlias = npt.NDArray[np.generic]
+    """A numpy array of one of the nine buffer dtypes."""
+
+# numpy is imported on first use, not with flowplex (it is half of `import flowplex` otherwise):
+# a buffer packet can only exist once someone has made an array, which imports numpy anyway.
 
 __all__ = ["CowStats", "DType", "cow_stats", "dtype_size"]
 
 log = logging.getLogger(__name__)
-
-Array: TypeAlias = npt.NDArray[np.generic]
-"""A numpy array of one of the nine buffer dtypes."""
 
 MAX_DIMS: Final = 8
 
@@ -52,26 +56,46 @@ class DType(IntEnum):
     F64 = 8
 
 
-_NUMPY_DTYPES: Final[tuple[np.dtype[np.generic], ...]] = (
-    np.dtype(np.uint8),
-    np.dtype(np.int8),
-    np.dtype(np.uint16),
-    np.dtype(np.int16),
-    np.dtype(np.int32),
-    np.dtype(np.int64),
-    np.dtype(np.float16),
-    np.dtype(np.float32),
-    np.dtype(np.float64),
-)
-# (kind, itemsize) identifies a numeric dtype without depending on numpy's aliasing of C types
-# (int64 is both 'l' and 'q' on Linux, int32 is 'l' on Windows).
-_CODE_BY_KIND_SIZE: Final = {(dt.kind, dt.itemsize): code for code, dt in enumerate(_NUMPY_DTYPES)}
-# The fast path: dtype.num of every builtin type character that maps to a buffer dtype.
-_CODE_BY_NUM: Final = {
-    np.dtype(char).num: _CODE_BY_KIND_SIZE[np.dtype(char).kind, np.dtype(char).itemsize]
-    for char in np.typecodes["AllInteger"] + np.typecodes["Float"]
-    if (np.dtype(char).kind, np.dtype(char).itemsize) in _CODE_BY_KIND_SIZE
-}
+_ITEMSIZES: Final = (1, 1, 2, 2, 4, 8, 2, 4, 8)
+"""Element size in bytes, by dtype code."""
+
+
+@final
+class _NumpyTables:
+    """The numpy side of the dtype codes, built on first use (it needs numpy)."""
+
+    __slots__ = ("by_kind_size", "by_num", "dtypes")
+
+    def __init__(self) -> None:
+        import numpy as np
+
+        self.dtypes: tuple[np.dtype[np.generic], ...] = tuple(
+            np.dtype(t) for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.int64, np.float16,
+                                  np.float32, np.float64)
+        )
+        # (kind, itemsize) identifies a numeric dtype without depending on numpy's aliasing of
+        # C types (int64 is both 'l' and 'q' on Linux, int32 is 'l' on Windows).
+        self.by_kind_size = {(dt.kind, dt.itemsize): code for code, dt in enumerate(self.dtypes)}
+        # The fast path: dtype.num of every builtin type character that maps to a buffer dtype.
+        self.by_num = {
+            np.dtype(char).num: self.by_kind_size[np.dtype(char).kind, np.dtype(char).itemsize]
+            for char in np.typecodes["AllInteger"] + np.typecodes["Float"]
+            if (np.dtype(char).kind, np.dtype(char).itemsize) in self.by_kind_size
+        }
+
+
+_tables: _NumpyTables | None = None
+
+
+def numpy_tables() -> _NumpyTables:
+    """The dtype tables (imports numpy the first time)."""
+    global _tables
+    tables = _tables
+    if tables is None:
+        tables = _tables = _NumpyTables()
+    return tables
+
+
 _CODE_BY_NAME: Final = {m.name.lower(): m for m in DType}
 _SUPPORTED: Final = (
     "uint8, int8, uint16, int16, int32, int64, float16, float32 or float64 "
@@ -85,12 +109,12 @@ def dtype_size(code: int) -> int:
     >>> dtype_size(DType.F32), dtype_size(42)
     (4, 0)
     """
-    return _NUMPY_DTYPES[code].itemsize if 0 <= code < len(_NUMPY_DTYPES) else 0
+    return _ITEMSIZES[code] if 0 <= code < len(_ITEMSIZES) else 0
 
 
 def numpy_dtype(code: int) -> np.dtype[np.generic]:
     """The numpy dtype of a valid dtype code."""
-    return _NUMPY_DTYPES[code]
+    return numpy_tables().dtypes[code]
 
 
 def parse_dtype(dtype: object) -> DType:
@@ -102,7 +126,7 @@ def parse_dtype(dtype: object) -> DType:
     int8 here, not numpy's uint64 and int64.
     """
     if isinstance(dtype, int) and not isinstance(dtype, bool):
-        if 0 <= dtype < len(_NUMPY_DTYPES):
+        if 0 <= dtype < len(_ITEMSIZES):
             return DType(dtype)
         msg = f"dtype code {dtype} is unknown; codes are 0 (U8) to 8 (F64)"
         raise UsageError(msg)
@@ -110,6 +134,8 @@ def parse_dtype(dtype: object) -> DType:
         code = _CODE_BY_NAME.get(dtype.lower())
         if code is not None:
             return code
+    import numpy as np
+
     try:
         dt = np.dtype(dtype)  # type: ignore[call-overload]
     except TypeError:
@@ -119,7 +145,7 @@ def parse_dtype(dtype: object) -> DType:
 
 
 def _dtype_code(dt: np.dtype[np.generic]) -> int:
-    code = _CODE_BY_KIND_SIZE.get((dt.kind, dt.itemsize))
+    code = numpy_tables().by_kind_size.get((dt.kind, dt.itemsize))
     if code is not None and dt.isnative and dt.names is None and dt.subdtype is None:
         return code
     hint = "convert first, e.g. arr.astype(np.float32)"
@@ -146,7 +172,7 @@ def check_array(arr: Array) -> int:
     if not 1 <= arr.ndim <= MAX_DIMS:
         check_ndim(arr.ndim)
     dt = arr.dtype
-    code = _CODE_BY_NUM.get(dt.num)
+    code = numpy_tables().by_num.get(dt.num)
     if code is not None and dt.isnative:
         return code
     return _dtype_code(dt)
@@ -199,6 +225,8 @@ def _foreign_dtype_code(obj: object) -> int:
     CuPy and JAX expose numpy dtypes; PyTorch exposes ``torch.float32``, whose last dotted part is
     a numpy name.
     """
+    import numpy as np
+
     raw = getattr(obj, "dtype", None)
     dt: np.dtype[np.generic] | None = None
     for candidate in (raw, str(raw).rsplit(".", 1)[-1]):
@@ -390,7 +418,7 @@ class _Buffer:
 
     def nbytes(self) -> int:
         """The bytes the buffer describes (elements times element size)."""
-        n = _NUMPY_DTYPES[self.code].itemsize
+        n = _ITEMSIZES[self.code]
         for dim in self.shape:
             n *= dim
         return n
@@ -450,6 +478,8 @@ def host_array(h: _Buffer, what: str) -> Array:
             "(e.g. cupy.asnumpy or tensor.cpu())"
         )
         raise UsageError(msg)
+    import numpy as np
+
     arr = np.from_dlpack(h.obj)  # type: ignore[arg-type]
     h.array = arr
     return arr
@@ -482,6 +512,8 @@ def _calibrate_array_refs(wrap: Callable[[Array, int], _Buffer]) -> int:
     """
     if not hasattr(sys, "getrefcount"):
         return -1
+    import numpy as np
+
     h = wrap(np.zeros(1, np.uint8), DType.U8)
     alone = array_refs(h)
     extra = h.array
@@ -491,8 +523,19 @@ def _calibrate_array_refs(wrap: Callable[[Array, int], _Buffer]) -> int:
     return alone if with_extra == alone + 1 else -1
 
 
-ADOPTED_ARRAY_REFS_EXCLUSIVE: Final = _calibrate_array_refs(wrap_adopted)
-OWNED_ARRAY_REFS_EXCLUSIVE: Final = _calibrate_array_refs(wrap_owned)
+_array_refs_exclusive: tuple[int, int] | None = None
+
+
+def array_refs_exclusive() -> tuple[int, int]:
+    """``array_refs`` of an exclusively held (adopted, engine-owned) array; measured on first use.
+
+    Calibrated lazily, since it needs numpy: ``make_mutable`` is the only caller.
+    """
+    global _array_refs_exclusive
+    refs = _array_refs_exclusive
+    if refs is None:
+        refs = _array_refs_exclusive = (_calibrate_array_refs(wrap_adopted), _calibrate_array_refs(wrap_owned))
+    return refs
 
 
 # --- copy-on-write accounting ---------------------------------------------------------------------

@@ -13,21 +13,16 @@ import json
 import operator
 import sys
 from collections.abc import Sequence
-from typing import Final, NoReturn, SupportsFloat, SupportsIndex, TypeAlias, final
-
-import numpy as np
-import numpy.typing as npt
+from typing import TYPE_CHECKING, Final, NoReturn, SupportsFloat, SupportsIndex, TypeAlias, final
 
 from .._timestamps import TS_UNSET, ts_name
 from .._types import MetadataValue
 from ..errors import UsageError
 from ._buffers import (
-    ADOPTED_ARRAY_REFS_EXCLUSIVE,
-    OWNED_ARRAY_REFS_EXCLUSIVE,
-    Array,
     DType,
     _Buffer,
     array_refs,
+    array_refs_exclusive,
     check_array,
     count_copy,
     host_array,
@@ -40,6 +35,19 @@ from ._buffers import (
     wrap_owned,
 )
 from ._typeids import type_name
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from ._buffers import Array
+
+    MetadataInput: TypeAlias = MetadataValue | np.bool_ | np.integer | np.floating
+    """What ``set_metadata`` accepts: numpy scalars are stored as the matching Python type."""
+
+# numpy is not imported here (see _buffers): a value can only be a numpy object once numpy is
+# loaded, so the conversions below look it up in sys.modules, and code that makes arrays
+# imports it where it does.
 
 __all__ = ["Packet", "clone_owned", "new_buffer", "to_packet"]
 
@@ -54,9 +62,6 @@ _BUFFER: Final = 6
 
 _I64_MIN: Final = -(2**63)
 _I64_MAX: Final = 2**63 - 1
-
-MetadataInput: TypeAlias = MetadataValue | np.bool_ | np.integer | np.floating
-"""What ``set_metadata`` accepts: numpy scalars are stored as the matching Python type."""
 
 _READERS: Final = {
     _BYTES: "as_bytes()",
@@ -216,24 +221,27 @@ class Packet:
             _raise_not_buffer("make_mutable", self)
         if not self._owned:
             _raise_borrowed("make_mutable")
-        if _holder_refs(h) == _HOLDER_REFS_EXCLUSIVE:
+        if _holder_refs(h) == holder_refs_exclusive():
             mine = self._writable
             if mine is not None:
                 # Exclusivity was proven when this view was made; every reference to the memory
                 # made since then descends from this handle, i.e. from its owner.
                 return mine
+            adopted_exclusive, owned_exclusive = array_refs_exclusive()
             if h.mutable:
-                if array_refs(h) == OWNED_ARRAY_REFS_EXCLUSIVE:
+                if array_refs(h) == owned_exclusive:
                     mine = self._writable = h.array.view()  # type: ignore[union-attr]
                     return mine
             elif (
                 h.key is not None
-                and array_refs(h) == ADOPTED_ARRAY_REFS_EXCLUSIVE
+                and array_refs(h) == adopted_exclusive
                 and h.array.base is None  # type: ignore[union-attr]  # a view: someone else's memory
                 and unadopt_exclusive(h)
             ):
                 mine = self._writable = h.array.view()  # type: ignore[union-attr]
                 return mine
+        import numpy as np
+
         src = host_array(h, "make_mutable")
         copied = np.array(src, copy=True, order="C")
         count_copy(copied.nbytes)
@@ -307,7 +315,7 @@ class Packet:
     @staticmethod
     def from_float(value: SupportsFloat, ts: SupportsIndex = TS_UNSET) -> Packet:
         """An F64 packet; integers are converted."""
-        if not isinstance(value, (float, int, np.floating, np.integer)):
+        if not isinstance(value, (float, int)) and not _is_numpy(value, "floating", "integer"):
             msg = f"from_float: expected a float, got {type(value).__name__}"
             raise TypeError(msg)
         return _new(float(value), _F64, _check_ts(ts))
@@ -315,7 +323,7 @@ class Packet:
     @staticmethod
     def from_bool(value: bool | np.bool_, ts: SupportsIndex = TS_UNSET) -> Packet:
         """A Bool packet; only ``bool`` and ``numpy.bool_`` are accepted (1 is not a bool)."""
-        if not isinstance(value, (bool, np.bool_)):
+        if not isinstance(value, bool) and not _is_numpy(value, "bool_"):
             msg = f"from_bool: expected a bool, got {type(value).__name__}"
             raise TypeError(msg)
         return _new(bool(value), _BOOL, _check_ts(ts))
@@ -359,7 +367,7 @@ class Packet:
         >>> a.flags.writeable
         True
         """
-        if not isinstance(array, np.ndarray):
+        if not _is_numpy(array, "ndarray"):
             msg = f"from_numpy: expected a numpy.ndarray, got {type(array).__name__}"
             raise TypeError(msg)
         ts = _check_ts(ts)
@@ -377,8 +385,8 @@ class Packet:
             ValueError: Its dtype (read from ``obj.dtype``) or shape is unsupported.
             TypeError: ``obj`` does not export ``__dlpack__`` and ``__dlpack_device__``.
         """
-        if isinstance(obj, np.ndarray):
-            return Packet.from_numpy(obj, ts)
+        if _is_numpy(obj, "ndarray"):
+            return Packet.from_numpy(obj, ts)  # type: ignore[arg-type]
         if not is_dlpack(obj):
             msg = f"from_dlpack: {type(obj).__name__} does not export __dlpack__ and __dlpack_device__"
             raise TypeError(msg)
@@ -400,6 +408,8 @@ class Packet:
         if h.obj is not None:
             holder = wrap_dlpack(_copy.deepcopy(h.obj, memo))
         else:
+            import numpy as np
+
             holder = wrap_owned(np.array(h.array, copy=True, order="C"), h.code)
         p = _new(holder, _BUFFER, self._ts)
         p._meta = self._meta
@@ -494,6 +504,8 @@ def _calibrate_holder_refs() -> int:
     """
     if not hasattr(sys, "getrefcount"):
         return -1
+    import numpy as np
+
     p = _new(wrap_owned(np.zeros(1, np.uint8), DType.U8), _BUFFER, TS_UNSET)
     h: _Buffer = p._value  # type: ignore[assignment]  # mirrors make_mutable's local
     alone = _holder_refs(h)
@@ -503,7 +515,23 @@ def _calibrate_holder_refs() -> int:
     return alone if shared == alone + 1 else -1
 
 
-_HOLDER_REFS_EXCLUSIVE: Final = _calibrate_holder_refs()
+_holder_refs_exclusive = 0
+"""``_calibrate_holder_refs()``, measured on the first ``make_mutable`` (it needs numpy); 0 before."""
+
+
+def holder_refs_exclusive() -> int:
+    """``_holder_refs`` of a payload held by one handle (calibrated on first use)."""
+    global _holder_refs_exclusive
+    refs = _holder_refs_exclusive
+    if not refs:
+        refs = _holder_refs_exclusive = _calibrate_holder_refs()
+    return refs
+
+
+def _is_numpy(value: object, *names: str) -> bool:
+    """Whether ``value`` is an instance of one of numpy's types ``names`` (False without numpy)."""
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, tuple(getattr(np, name) for name in names))
 
 
 # --- conversion ---------------------------------------------------------------------------------------
@@ -578,13 +606,14 @@ def _surrender(p: Packet, ts: int | None) -> Packet:
 
 
 def _to_packet_slow(value: object, ts: int) -> Packet:
-    if isinstance(value, np.ndarray):
+    np = sys.modules.get("numpy")  # without numpy loaded, nothing can be a numpy object
+    if np is not None and isinstance(value, np.ndarray):
         return _new(wrap_adopted(value, check_array(value)), _BUFFER, ts)
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool) or (np is not None and isinstance(value, np.bool_)):
         return _new(bool(value), _BOOL, ts)
-    if isinstance(value, (int, np.integer)):
+    if isinstance(value, int) or (np is not None and isinstance(value, np.integer)):
         return _new(_check_i64(int(value), "to_packet"), _I64, ts)
-    if isinstance(value, (float, np.floating)):
+    if isinstance(value, float) or (np is not None and isinstance(value, np.floating)):
         return _new(float(value), _F64, ts)
     if is_dlpack(value):
         return _new(wrap_dlpack(value), _BUFFER, ts)
@@ -619,6 +648,8 @@ def new_buffer(
     >>> p, float(p.as_numpy()[0, 0])
     (Packet{type=Buffer[2x2] dtype=F32, ts=Unset}, 1.5)
     """
+    import numpy as np
+
     code = parse_dtype(dtype)
     dims = _normalise_shape(shape)
     arr = np.zeros(dims, dtype=numpy_dtype(code))
@@ -679,12 +710,12 @@ def _check_key(key: object) -> None:
 
 def _metadata_value(key: str, value: object) -> MetadataValue:
     # bool before int: bool is an int subclass.
-    if isinstance(value, (bool, np.bool_)):
+    if isinstance(value, bool) or _is_numpy(value, "bool_"):
         return bool(value)
-    if isinstance(value, (int, np.integer)):
-        return _check_i64(int(value), f"set_metadata({key!r})")
-    if isinstance(value, (float, np.floating)):
-        return float(value)
+    if isinstance(value, int) or _is_numpy(value, "integer"):
+        return _check_i64(int(value), f"set_metadata({key!r})")  # type: ignore[call-overload]
+    if isinstance(value, float) or _is_numpy(value, "floating"):
+        return float(value)  # type: ignore[arg-type]
     if isinstance(value, str):
         return str.__str__(value)
     msg = f"set_metadata({key!r}): value must be bool, int, float or str, got {type(value).__name__}"

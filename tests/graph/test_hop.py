@@ -1,0 +1,184 @@
+"""The hop fast path (``Engine._run_hop`` and the hand-overs) against the general path.
+
+Every graph here runs twice: as built, and with the fast path switched off (``node.hop`` and
+``port.chained`` cleared, so each invocation goes through ``_finish`` → ``_flush`` →
+``_deliver`` → ``schedule``). Kernel calls, outputs, errors and stats must be identical.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import ClassVar
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import flowplex
+
+from .conftest import EXECUTORS
+
+
+@flowplex.kernel("THop")
+class THop(flowplex.Kernel):
+    """Records each call, then acts by option `mode`: fwd, double, even, fail (on 3), two."""
+
+    calls: ClassVar[list[tuple[str, int, tuple[int | None, ...]]]] = []
+    lock = threading.Lock()
+
+    def process(self, cc: flowplex.Context) -> None:
+        values = tuple(cc.input(i).as_int() for i in range(cc.num_inputs))
+        with self.lock:
+            self.calls.append((cc.node_name, cc.input_timestamp, values))
+        mode = cc.option_str("mode", "fwd")
+        v = next((x for x in values if x is not None), 0)
+        if mode == "fail" and v == 3:
+            raise ValueError("three")
+        if mode == "even" and v % 2:
+            return
+        if mode == "two":
+            cc.emit(0, v, ts=cc.input_timestamp)
+            cc.emit(0, v + 1, ts=cc.input_timestamp + 1)  # inputs are spaced by 10
+            return
+        if cc.num_outputs:
+            cc.emit(0, sum(x or 0 for x in values) * (2 if mode == "double" else 1))
+
+
+def _node(name: str, inputs: list[str], outputs: list[str], mode: str = "fwd", extra: str = "") -> str:
+    outs = f", output_ports: [{', '.join(outputs)}]" if outputs else ""
+    return (f"  - {{ name: {name}, kernel: THop, options: {{ mode: {mode} }}, "
+            f"input_ports: [{', '.join(inputs)}]{outs}{extra} }}\n")
+
+
+def chain_yaml(modes: list[str], sink: bool = True, extra: str = "", tap: str = "") -> str:
+    text = "nodes:\n"
+    for i, mode in enumerate(modes):
+        text += _node(f"n{i}", [f"e{i}"], [f"e{i + 1}"], mode, extra if i == len(modes) // 2 else "")
+    out = f"[{tap}]"
+    if sink:
+        text += _node("sink", [f"e{len(modes)}"], [])
+    else:
+        out = f"[e{len(modes)}]"
+    return text + f"input_ports: [e0]\noutput_ports: {out}\n"
+
+
+DIAMOND = (
+    "nodes:\n"
+    + _node("l", ["e0"], ["a"])
+    + _node("r", ["e0"], ["b"], "even")
+    + _node("j", ["a", "b"], ["y"])
+    + _node("sink", ["y"], [])
+    + "input_ports: [e0]\noutput_ports: []\n"
+)
+
+Outcome = tuple[object, ...]
+
+
+def run(yaml_text: str, values: list[int], *, fast: bool, executor: str = "default", poll: str | None = None,
+        on_error: str = "") -> Outcome:
+    """Run a graph; return the calls, outputs, error text and per-node counters."""
+    text = yaml_text
+    if on_error:
+        text = text.replace("kernel: THop", f"on_error: {on_error}, kernel: THop")
+    if executor != "default":
+        text = EXECUTORS[executor] + text.replace("kernel:", f"executor: {executor}, kernel:")
+    THop.calls.clear()
+    error = ""
+    outputs: list[tuple[int, int | None]] = []
+    with flowplex.Graph.from_yaml(text) as g:
+        engine = g._engine
+        assert any(node.hop for node in engine.nodes)  # the graph does use the fast path
+        if not fast:
+            for node in engine.nodes:
+                node.hop = False
+                for port in node.inputs:
+                    port.chained = False
+        poller = g.add_poller(poll) if poll else None
+        g.start()
+        try:
+            for v in values:
+                g.send("e0", v, ts=v * 10)
+            g.close_all_inputs()
+            g.wait_done(timeout=10)
+        except flowplex.KernelError as exc:
+            error = str(exc)
+        if poller is not None:
+            try:
+                for p in poller:
+                    outputs.append((p.timestamp, p.as_int()))
+            except flowplex.KernelError as exc:  # raised once the delivered packets are read
+                error = error or str(exc)
+        stats = [(n.node_name, n.processed, n.errors, n.packets_in, n.packets_out, n.peak_queue_depth, n.queued)
+                 for n in g.node_stats()]
+    calls = list(THop.calls)
+    if executor == "pool":  # a pool interleaves nodes freely: compare what each node saw
+        calls.sort()
+    return calls, outputs, error, stats
+
+
+def assert_same(yaml_text: str, values: list[int], **kw: object) -> Outcome:
+    fast = run(yaml_text, values, fast=True, **kw)  # type: ignore[arg-type]
+    general = run(yaml_text, values, fast=False, **kw)  # type: ignore[arg-type]
+    assert fast == general
+    return fast
+
+
+@pytest.mark.parametrize("executor", sorted(EXECUTORS))
+def test_chain(executor: str) -> None:
+    calls, _, error, stats = assert_same(chain_yaml(["fwd", "double", "fwd"]), list(range(8)), executor=executor)
+    assert error == ""
+    assert len(calls) == 4 * 8
+    assert [s[1] for s in stats] == [8, 8, 8, 8]
+
+
+@pytest.mark.parametrize("executor", sorted(EXECUTORS))
+def test_diamond_with_a_sync_join(executor: str) -> None:
+    calls, _, _, stats = assert_same(DIAMOND, list(range(6)), executor=executor)
+    joins = [c for c in calls if c[0] == "j"]
+    assert [c[2] for c in sorted(joins)] == [(v, v if v % 2 == 0 else None) for v in range(6)]
+    assert [s[0] for s in stats] == ["l", "r", "j", "sink"]
+
+
+def test_filter_emits_nothing_and_bounds_still_flow() -> None:
+    _, outputs, _, _ = assert_same(chain_yaml(["fwd", "even", "fwd"], sink=False), list(range(7)), poll="e3")
+    assert outputs == [(0, 0), (20, 2), (40, 4), (60, 6)]
+
+
+def test_two_packets_per_call_take_the_general_path() -> None:
+    _, outputs, _, _ = assert_same(chain_yaml(["two", "fwd"], sink=False), [1, 2], poll="e2")
+    assert outputs == [(10, 1), (11, 2), (20, 2), (21, 3)]
+
+
+def test_a_poller_in_the_middle_of_a_chain() -> None:
+    _, outputs, _, _ = assert_same(chain_yaml(["fwd", "double", "fwd"], tap="e2"), [1, 2, 3], poll="e2")
+    assert outputs == [(10, 2), (20, 4), (30, 6)]
+
+
+def test_a_failing_hop_fails_the_graph_the_same_way() -> None:
+    calls, _, error, _ = assert_same(chain_yaml(["fwd", "fail", "fwd"]), list(range(6)))
+    assert "[n1] ValueError: three" in error
+    assert ("n1", 30, (3,)) in calls
+
+
+def test_a_failing_hop_with_on_error_skip() -> None:
+    _, _, error, stats = assert_same(chain_yaml(["fwd", "fail", "fwd"]), list(range(6)), on_error="skip")
+    assert error == ""
+    assert stats[1][2] == 1  # n1 counted one error
+    assert stats[2][1] == 5  # n2 saw the five others
+
+
+def test_lossless_capacity_downstream() -> None:
+    # A capacity-limited consumer port is not a plain port: the producer takes the general path
+    # (backpressure), its neighbours keep the fast one.
+    extra = ", input_queues: { packets: 1 }"
+    _, outputs, _, stats = assert_same(chain_yaml(["fwd", "fwd", "fwd", "fwd"], sink=False, extra=extra),
+                                       list(range(10)), poll="e4")
+    assert [v for _, v in outputs] == list(range(10))
+    assert [s[1] for s in stats] == [10, 10, 10, 10]
+
+
+@given(modes=st.lists(st.sampled_from(["fwd", "double", "even", "fail", "two"]), min_size=1, max_size=5),
+       values=st.lists(st.integers(0, 6), unique=True, max_size=8).map(sorted),
+       on_error=st.sampled_from(["", "skip"]))
+def test_random_chains_behave_the_same_on_both_paths(modes: list[str], values: list[int], on_error: str) -> None:
+    assert_same(chain_yaml(modes, sink=False), values, poll=f"e{len(modes)}", on_error=on_error)
