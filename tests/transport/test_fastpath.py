@@ -202,3 +202,21 @@ def test_stale_extension_is_refused() -> None:
         SLOT_SIZE = 128
 
     assert any(w.startswith("SLOT_SIZE=128") for w in _accel.layout_mismatches(Stale))  # type: ignore[arg-type]
+
+
+def test_signatures_match_the_python_path() -> None:
+    """help() and inspect see the same parameters (and equal defaults) on both paths."""
+    import inspect
+
+    ext = _extension()
+    sigs = []
+    for module in (None, ext):
+        with implementation(module), Ring.create(capacity=4) as ring:
+            p, c = ring.producer(), ring.consumer()
+            sigs.append([inspect.signature(p.send), inspect.signature(c.recv)])
+            p.close()
+            c.close()
+    for py, cext in zip(*sigs, strict=True):
+        assert [(q.name, q.kind, q.default) for q in py.parameters.values()] == [
+            (q.name, q.kind, q.default) for q in cext.parameters.values()
+        ]

@@ -387,8 +387,14 @@ static PyObject *Writer_bind(Writer *self, PyObject *py_send) {
 
 static PyMethodDef Writer_methods[] = {
     {"send", (PyCFunction)(void (*)(void))Writer_send, METH_FASTCALL | METH_KEYWORDS,
-     PyDoc_STR("send(data, *, stream_id=0, agent_type=AgentType.ASSISTANT, timestamp_ns=None, timeout=None)\n--\n\n"
-               "Send one message (see Producer.send); the one-slot case runs here, the rest in Python.")},
+     PyDoc_STR("send($self, data, *, stream_id=0, agent_type=2, timestamp_ns=None, timeout=None)\n"
+               "--\n\n"
+               "Send one message; fragments it when it is longer than one slot's 224-byte payload.\n\n"
+               "A str is sent as UTF-8 and flagged as text. Returns True when published, False when the\n"
+               "'reject' policy refused it (lane full; counted). Blocks only under 'block', up to timeout\n"
+               "seconds. agent_type is an AgentType (2 is ASSISTANT); timestamp_ns defaults to time.time_ns(). Raises UsageError for a bad argument,\n"
+               "Timeout, BrokenError (consumer gone) and ClosedError. The plain case runs in C; every\n"
+               "other case in the equivalent pure-Python implementation.")},
     {"bind", (PyCFunction)Writer_bind, METH_O, PyDoc_STR("Set the pure-Python send that handles every other case.")},
     {NULL},
 };
@@ -631,8 +637,12 @@ static PyGetSetDef Reader_getset[] = {
 
 static PyMethodDef Reader_methods[] = {
     {"recv", (PyCFunction)(void (*)(void))Reader_recv, METH_FASTCALL | METH_KEYWORDS,
-     PyDoc_STR("recv(timeout=None)\n--\n\n"
-               "Receive the next message (see Consumer.recv); a published one-slot message is read here.")},
+     PyDoc_STR("recv($self, timeout=None)\n"
+               "--\n\n"
+               "Receive the next message from any producer; waits up to timeout seconds (None: no limit).\n\n"
+               "Per producer, messages come in the order they were sent. Raises Timeout, EndOfStream\n"
+               "(every producer closed and all was read), BrokenError (a producer died) and ClosedError.\n"
+               "A published message in the current lane is read in C; every other case in Python.")},
     {"bind", (PyCFunction)Reader_bind, METH_O, PyDoc_STR("Set the pure-Python recv that handles every other case.")},
     {NULL},
 };
