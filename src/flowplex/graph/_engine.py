@@ -1,9 +1,21 @@
-"""The scheduler core: claim → run → flush → reschedule, termination and errors.
+"""The scheduler core: claim → run → flush → deliver → reschedule, and source pacing.
 
 One lock guards every queue, bound and counter of a graph. The rule (httpcore's pool): decide
 under the lock, act outside it — kernels, observers and executor submissions never run while
 the lock is held. ``_claim`` pops inputs at claim time, so two claims never take the same
 timestamp, and ``_finish`` flushes staged output in claim order.
+
+``Engine`` keeps the per-packet data path here, hot paths included (``schedule``, ``_run_hop``,
+``_deliver_solo``, ``_hand_over``). The rest of the scheduler lives in base classes, one concern
+per module, all on the same state and lock:
+
+- ``_backpressure.BackpressureMixin``: limits, send admission (``accept``), blocked flushes;
+- ``_closing.ClosingMixin``: closing nodes and edges, termination;
+- ``_lifecycle.LifecycleMixin``: states, the first error, waits, pause, cancel, stall errors;
+- ``_engine_common``: the work tuples and failure-text helpers they share.
+
+Names that moved out (the states, ``Submission``, ``Work``, ``WAIT_SLICE_S``) are re-exported
+here (``X as X``), so ``from ._engine import RUNNING, Engine`` keeps working.
 """
 
 from __future__ import annotations
@@ -14,20 +26,23 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from .._timestamps import TS_DONE, TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, TS_UNSET, next_allowed, ts_name
-from ..errors import (
-    ClosedError,
-    DeadlockError,
-    FlowplexError,
-    GraphCancelled,
-    KernelError,
-    StateError,
-    Timeout,
-    UsageError,
-    WouldBlock,
-)
-from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, CloseReason, Context
+from .._timestamps import TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, next_allowed
+from ..errors import KernelError
+from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
 from ..packets import Packet, _thread_cow_counts, type_name
+from ._backpressure import BackpressureMixin
+from ._closing import ClosingMixin
+from ._engine_common import Submission as Submission
+from ._engine_common import Work as Work
+from ._engine_common import _describe, _is_power_of_two, _output_type_error
+from ._lifecycle import CREATED as CREATED
+from ._lifecycle import DRAINING as DRAINING
+from ._lifecycle import INITIALIZED as INITIALIZED
+from ._lifecycle import RUNNING as RUNNING
+from ._lifecycle import STATE_NAMES as STATE_NAMES
+from ._lifecycle import TERMINATED as TERMINATED
+from ._lifecycle import WAIT_SLICE_S as WAIT_SLICE_S
+from ._lifecycle import LifecycleMixin
 from ._nodes import BATCH, SYNC, SYNC_SET, Edge, InPort, Node, batch_plan, ready_ts, sync_set_group, sync_ts
 from ._timers import Timers
 
@@ -36,25 +51,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flowplex.graph")
 
-CREATED: Final = 0
-INITIALIZED: Final = 1
-RUNNING: Final = 2
-DRAINING: Final = 3
-TERMINATED: Final = 4
-STATE_NAMES: Final = ("CREATED", "INITIALIZED", "RUNNING", "DRAINING", "TERMINATED")
 
-WAIT_SLICE_S: Final = 0.05
-"""Longest single condition wait: blocking calls wake this often (Ctrl-C, stall checks)."""
-
-Submission = tuple["Executor", Callable[[object], None], object]
-Work = tuple[list[Submission], list[tuple[Callable[["Packet"], object], "Packet"]]]
-
-
-def _is_power_of_two(n: int) -> bool:
-    return n > 0 and n & (n - 1) == 0
-
-
-class Engine:
+class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
     """Scheduling state and algorithms of one graph (the public facade is ``Graph``)."""
 
     def __init__(self, nodes: list[Node], edges: dict[str, Edge], graph_inputs: list[str],
@@ -103,30 +101,6 @@ class Engine:
         self._timers: Timers | None = None
         for d in delegating:
             d.on_submit = self._on_delegated
-
-    # -- errors -------------------------------------------------------------------------------
-
-    def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None:
-        """First error wins; later ones are logged. Caller holds the lock."""
-        where = f"[{node.name}] " if node is not None else ""
-        if self.error is not None:
-            log.warning("(subsequent error, ignored) kernel failed: %s%s", where, text)
-            return
-        message = f"kernel failed: {where}{text}"
-        err = KernelError(message)
-        if exc is not None:
-            err.__cause__ = exc
-        self.error = err
-        self.error_text = message
-        self.halted = True
-        log.error("%s", message)
-        self._bump()
-
-    def raise_if_failed(self) -> None:
-        """Raise the recorded graph error (a fresh copy, cause chained), if any."""
-        err = self.error
-        if err is not None:
-            raise _copy_error(err)
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -285,123 +259,6 @@ class Engine:
         self.queued -= len(packets)
         if self.limit_bytes:
             self.queued_bytes -= _buffer_bytes(packets)
-
-    def _retry_later(self, port: InPort) -> None:
-        """A capacity-limited port made room: its producer's blocked flush may go on."""
-        edge = port.edge
-        producer = edge.producer if edge is not None else None
-        if producer is not None and producer.blocked:
-            self._retry.append(producer)
-
-    # -- backpressure ---------------------------------------------------------------------------
-
-    def _fits(self, node: Node, ctx: Context) -> bool:
-        """Whether every lossless consumer of ``ctx``'s staging has room; lock held.
-
-        A batch larger than a consumer's whole capacity can never fit: that is a graph error.
-        """
-        for o, staged in enumerate(ctx._out):
-            if not staged:
-                continue
-            n = len(staged)
-            edge = node.out_edges[o]
-            for port in edge.consumers:
-                cap = port.capacity
-                if cap and len(port.queue) + n > cap:
-                    if n > cap:
-                        self.record_error(node, None, (
-                            f"node `{node.name}` emits a batch of {n} packets to edge `{edge.name}`, exceeding "
-                            f"consumer `{port.node.name}` input port `{port.name}` effective packet capacity {cap}; "
-                            "set a larger input_queues capacity"))
-                        return True  # flushed as discarded: the graph failed
-                    return self._block(node, f"consumer `{port.node.name}` input `{port.name}` (capacity={cap}, "
-                                             f"queued={len(port.queue)}, incoming={n})")
-            for poller in edge.pollers:
-                if poller.blocks and len(poller) + n > poller.capacity:
-                    return self._block(node, f"poller on output port `{edge.name}` (capacity={poller.capacity})")
-        return True
-
-    def _block(self, node: Node, where: str) -> bool:
-        node.blocked = True
-        node.blocked_since = time.monotonic()
-        node.block_events += 1
-        self.blocked_nodes.add(node)
-        if _is_power_of_two(node.block_events):
-            log.warning("internal backpressure #%d: producer `%s` paused by %s; the worker was released and "
-                        "will resume after dequeue", node.block_events, node.name, where)
-        return False
-
-    def _flush_pending(self, node: Node, subs: list[Submission],
-                       calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
-        """Flush finished invocations strictly in claim order, stopping at a blocked one."""
-        pending = node.pending
-        while node.next_flush in pending:
-            ctx = pending[node.next_flush]
-            if not self._flush(node, ctx, subs, calls):
-                return
-            del pending[node.next_flush]
-            node.contexts.append(ctx)
-            node.next_flush += 1
-        if node.blocked:
-            node.blocked = False
-            self.blocked_nodes.discard(node)
-            log.info("internal backpressure cleared: producer `%s` resumed after %.0f us", node.name,
-                     (time.monotonic() - node.blocked_since) * 1e6)
-
-    def _settle(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
-        """Retry blocked flushes whose consumers made room; lock held."""
-        retry = self._retry
-        while retry:
-            node = retry.pop()
-            if not node.blocked:
-                continue
-            self._flush_pending(node, subs, calls)
-            if not node.blocked:
-                self.schedule(node, subs)
-                self._try_close(node, subs)
-
-    def _drop_blocked(self) -> None:
-        """After an error or cancel: discard blocked flushes so their nodes can close."""
-        for node in list(self.blocked_nodes):
-            for ctx in node.pending.values():
-                for staged in ctx._out:
-                    staged.clear()
-                node.contexts.append(ctx)
-            node.pending.clear()
-            node.blocked = False
-        self.blocked_nodes.clear()
-
-    def poller_popped(self, name: str) -> None:
-        """A blocking poller made room: wake senders and retry its producer; lock held."""
-        edge = self.edges[name]
-        producer = edge.producer
-        if producer is not None and producer.blocked:
-            self._retry.append(producer)
-        self._bump()
-
-    def has_retry(self) -> bool:
-        """Whether blocked flushes wait to be retried (a cheap unlocked peek)."""
-        return bool(self._retry)
-
-    def settle(self) -> None:
-        """Retry blocked flushes now, then run what they made ready (outside the lock)."""
-        subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
-        with self.lock:
-            self._settle(subs, calls)
-            self._bump()
-        self._dispatch(subs, calls)
-
-    def has_room(self, edge: Edge) -> bool:
-        """Whether a graph-input send may deliver now (watermark, blocking pollers); lock held."""
-        if self.limit_packets and self.queued >= self.limit_packets:
-            return False
-        if self.limit_bytes and self.queued_bytes >= self.limit_bytes:
-            return False
-        if edge.blocking:
-            return all(len(p) < p.capacity for p in edge.blocking)
-        return True
-
     # -- running ----------------------------------------------------------------------------------
 
     def run(self, arg: object) -> None:
@@ -659,6 +516,7 @@ class Engine:
             del p  # hold no handle of the packet: the consumer may write into it in place
             node = port.node  # type: ignore[union-attr]
             ctx = nxt
+    # -- flushing and delivering --------------------------------------------------------------------
 
     def _deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet], subs: list[Submission]) -> None:
         """``_deliver`` for an edge with one plain consumer port and no subscribers; lock held."""
@@ -830,16 +688,6 @@ class Engine:
         if b > edge.published:
             self._publish(edge, b, calls)
 
-    def _new_peak(self, edge: Edge, port: InPort) -> None:
-        """Record a queue's new peak; warn at the soft limit, then at each doubling of it."""
-        depth = len(port.queue)
-        port.peak = depth
-        limit = self.soft_limit
-        if limit and depth > max(port.warn_at, limit):
-            port.warn_at = max(port.warn_at, limit) * 2
-            log.warning("edge `%s` has %d packets backlogged at `%s.%s` (soft limit %d)", edge.name, depth,
-                        port.node.name, port.name, limit)
-
     def _advance(self, edge: Edge, b: int, subs: list[Submission],
                  calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
         """Propagate a bound with no packet (rule 3 of lm-flow's bound propagation)."""
@@ -906,317 +754,6 @@ class Engine:
             self._timers = Timers(self)
         return self._timers
 
-    # -- closing ---------------------------------------------------------------------------------
-
-    def _try_close(self, node: Node, subs: list[Submission]) -> None:
-        """Start closing ``node`` if it may; lock held. Closing runs on the node's executor."""
-        if not node.opened or node.close_started or node.in_flight or node.waiting or node.blocked:
-            return
-        if not (self.error is not None or self.cancelled or node.may_close()):
-            return
-        node.close_started = True
-        node.claimable = False
-        self.busy += 1
-        ctx = node.contexts.pop()
-        ctx._reset_for(TS_DONE, PHASE_CLOSE)
-        ctx.close_reason = (CloseReason.CANCELLED if self.cancelled
-                            else CloseReason.ERROR if self.error is not None else CloseReason.NORMAL)
-        subs.append((node.executor, self.run, ctx))
-
-    def _run_close(self, node: Node, ctx: Context) -> None:
-        text = ""
-        err: Exception | None = None
-        if self.timed:
-            err, text = self._timed_call(node, ctx, node.kernel.close)
-        else:
-            try:
-                node.kernel.close(ctx)
-            except Exception as exc:
-                err = exc
-                text = _describe(exc, ctx)
-        if not text and node.typed_outputs:
-            text = _output_type_error(node, ctx)
-        subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
-        with self.lock:
-            if text:
-                for out in ctx._out:
-                    out.clear()
-                self.record_error(node, err, text)
-                for other in self.nodes:
-                    self._try_close(other, subs)
-            else:
-                self._flush(node, ctx, subs, calls)
-            ctx.close_reason = CloseReason.NORMAL
-            node.contexts.append(ctx)
-            node.closed = True
-            self.busy -= 1
-            for edge in node.out_edges:
-                self._close_edge(edge, subs, calls)
-            self._check_terminated()
-            self._bump()
-        self._dispatch(subs, calls)
-
-    def _close_edge(self, edge: Edge, subs: list[Submission],
-                    calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
-        """No more packets on ``edge``: close consumer ports and pollers; lock held."""
-        if edge.closed:
-            return
-        edge.closed = True
-        for poller in edge.pollers:
-            poller.closed = True
-        for port in edge.consumers:
-            port.closed = True
-            if not port.is_back:
-                port.bound = TS_DONE
-                node = port.node
-                node.closed_fwd += 1
-                if node.closed_fwd == len(node.fwd):
-                    node.closable = True
-            self.schedule(port.node, subs)
-            self._try_close(port.node, subs)
-        self._publish(edge, TS_DONE, calls)
-
-    def close_graph_input(self, edge: Edge) -> None:
-        """Close one graph input port (idempotent)."""
-        subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
-        with self.lock:
-            self._close_edge(edge, subs, calls)
-            if self.state == RUNNING and all(e.closed for e in self.graph_inputs):
-                self.state = DRAINING
-            self._check_terminated()
-            self._bump()
-        self._dispatch(subs, calls)
-
-    def _check_terminated(self) -> None:
-        if (
-            self.state in (RUNNING, DRAINING)
-            and self.busy == 0
-            and all(n.closed for n in self.nodes)
-            and (all(e.closed for e in self.graph_inputs) or self.error is not None or self.cancelled)
-        ):
-            self.state = TERMINATED
-
-    def force_close_all(self) -> None:
-        """After an error or cancel: close every idle node (running ones close when they end)."""
-        subs: list[Submission] = []
-        with self.lock:
-            if self.halted:
-                self._drop_blocked()
-            for node in self.nodes:
-                self._try_close(node, subs)
-            self._check_terminated()
-            self._bump()
-        self._dispatch(subs, [])
-
-    # -- host side ---------------------------------------------------------------------------------
-
-    def accept(self, edge: Edge, packet: Packet, *, wait: bool = True, timeout: float | None = None) -> Work:
-        """Queue one packet sent on a graph input and claim what it makes ready.
-
-        Waits (running delegated work on this thread meanwhile) while the graph is full;
-        with ``wait=False`` raises ``WouldBlock`` instead. Returns the work to hand to
-        ``run_work`` once the caller dropped its own references to the value: a linear
-        pipeline can then write into the sent array in place.
-        """
-        deadline = None if timeout is None else time.monotonic() + timeout
-        subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
-        while True:
-            with self.lock:
-                if self.state != RUNNING or self.halted or edge.closed:
-                    self._check_can_send(edge)  # raises the precise error
-                ts = packet._ts
-                last_sent = edge.last_sent
-                if ts <= last_sent or ts == TS_UNSET:
-                    if ts == TS_UNSET:
-                        msg = f"packets on a graph input port must carry an explicit timestamp (port `{edge.name}`)"
-                        raise UsageError(msg)
-                    if last_sent != TS_UNSET:
-                        msg = (f"graph input port `{edge.name}` timestamps must be strictly increasing: "
-                               f"previous {ts_name(last_sent)}, this one {ts_name(ts)}")
-                        raise UsageError(msg)
-                if (
-                    (not self.limit_packets or self.queued < self.limit_packets)
-                    and (not self.limit_bytes or self.queued_bytes < self.limit_bytes)
-                    and not edge.blocking
-                ) or self.has_room(edge):
-                    edge.last_sent = ts
-                    packet._owned = False
-                    port = edge.solo
-                    if port is not None:
-                        self._deliver_solo(edge, port, [packet], subs)
-                    else:
-                        self._deliver(edge, [packet], subs, calls)
-                    if self._retry:
-                        self._settle(subs, calls)
-                    return subs, calls
-                if not wait:
-                    msg = f"graph input `{edge.name}` would block: {self._fullness()}"
-                    raise WouldBlock(msg)
-            self._wait_for_room(edge, deadline)
-
-    def _fullness(self) -> str:
-        limit = f"limit={self.limit_packets}" if self.limit_packets else "no packet limit"
-        extra = f", {self.queued_bytes} buffer bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
-        return f"{self.queued} packets queued ({limit}){extra}"
-
-    def _wait_for_room(self, edge: Edge, deadline: float | None) -> None:
-        """One step of a blocked send: pump delegated work, or wait for progress."""
-        if self.pump_step():
-            return
-        with self.lock:
-            if self.has_room(edge) or self.halted:
-                return
-            if self.idle():
-                msg = (f"graph input `{edge.name}` blocked and nothing can drain the graph: {self._fullness()}; "
-                       "read your pollers (or use bounded ones) or raise max_queued_packets")
-                raise DeadlockError(msg)
-            try:
-                self.wait_change(deadline)
-            except Timeout:
-                msg = f"send on `{edge.name}` timed out waiting for room: {self._fullness()}"
-                raise Timeout(msg) from None
-
-    def run_work(self, work: Work) -> None:
-        """Run what ``accept`` claimed (inline work runs on this thread)."""
-        self._dispatch(*work)
-
-    def _check_can_send(self, edge: Edge) -> None:
-        state = self.state
-        if state < RUNNING:
-            msg = (f"cannot send on `{edge.name}`: send requires the graph to be RUNNING (current "
-                   f"{STATE_NAMES[state]}); call Graph.start() first")
-            raise StateError(msg)
-        # A failure or a cancel explains more than "closed": report it first.
-        if self.cancelled:
-            msg = "the graph was cancelled"
-            raise GraphCancelled(msg)
-        self.raise_if_failed()
-        if state != RUNNING:
-            msg = f"cannot send on `{edge.name}`: the graph's inputs are closed ({STATE_NAMES[state]})"
-            raise ClosedError(msg)
-        if edge.closed:
-            msg = f"graph input port `{edge.name}` is closed"
-            raise ClosedError(msg)
-
-    def pump_step(self) -> bool:
-        """Run at most one delegated task on this thread; False when there was nothing to do."""
-        if not self.delegating:
-            return False
-        if not self._pump_gate.acquire(blocking=False):
-            return False
-        try:
-            n = len(self.delegating)
-            for i in range(n):
-                d = self.delegating[(self._pump_cursor + i) % n]
-                if d.run_one():
-                    self._pump_cursor = (self._pump_cursor + i + 1) % n
-                    return True
-            return False
-        finally:
-            self._pump_gate.release()
-
-    def delegated_pending(self) -> bool:
-        """Whether any delegating executor holds queued tasks."""
-        return any(d.pending() for d in self.delegating)
-
-    def idle(self) -> bool:
-        """No invocation, close or wake in flight and no delegated task queued; lock held."""
-        return self.busy == 0 and not self.delegated_pending()
-
-    def wait_change(self, deadline: float | None) -> None:
-        """Wait (lock held) for activity, at most one slice; raises ``Timeout`` past deadline."""
-        slice_s = WAIT_SLICE_S
-        if deadline is not None:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                msg = "timed out"
-                raise Timeout(msg)
-            slice_s = min(slice_s, remaining)
-        self.waiters += 1
-        try:
-            self.changed.wait(slice_s)
-        finally:
-            self.waiters -= 1
-
-    def set_paused(self, paused: bool) -> None:
-        """Pause or resume claiming; lock held."""
-        self.paused = paused
-        self.halted = paused or self.cancelled or self.error is not None
-
-    def _bump(self) -> None:
-        if self.waiters:
-            self.changed.notify_all()
-        cb = self.wakeup
-        if cb is not None:
-            cb()
-
-    def _on_delegated(self) -> None:
-        # Called by a delegating executor after a submission, possibly without the lock.
-        cb = self.wakeup
-        if cb is not None:
-            cb()
-        if self.lock.acquire(blocking=False):
-            try:
-                self.changed.notify_all()
-            finally:
-                self.lock.release()
-
-    def starving(self) -> list[str]:
-        """Describe input ports that hold packets but cannot fire (for stall errors); lock held."""
-        out = []
-        for node in self.nodes:
-            if node.closed:
-                continue
-            for p in node.inputs:
-                state = "closed" if p.closed else f"open, bound {ts_name(p.bound)}"
-                if p.queue:
-                    out.append(f"{node.name}.{p.name} ({len(p.queue)} queued, {state})")
-        return out
-
-    def stall_error(self, what: str) -> DeadlockError:
-        """A ``DeadlockError`` naming unclosed nodes and starving ports; lock held."""
-        unclosed = [n.name for n in self.nodes if not n.closed]
-        starving = self.starving()
-        reason = f"; starving ports: [{', '.join(starving)}]" if starving else ""
-        if self.blocked_nodes:
-            blocked = ", ".join(sorted(n.name for n in self.blocked_nodes))
-            reason += (f"; producers blocked by full downstream queues: [{blocked}] -- increase the input_queues "
-                       "capacity, read the blocking pollers, or inspect downstream alignment")
-        return DeadlockError(
-            f"{what}: all inputs closed but the graph is idle and nodes are not closed: "
-            f"[{', '.join(unclosed)}]{reason}. usually a kernel's close condition is unmet "
-            "(a source that never calls source_done?)"
-        )
-
-    def cancel(self) -> None:
-        """Stop claiming, drop pending wakes and close every node with reason CANCELLED."""
-        with self.lock:
-            if self.cancelled or self.state in (INITIALIZED, CREATED):
-                self.cancelled = True
-                self.halted = True
-                return
-            self.cancelled = True
-            self.halted = True
-            self._drop_blocked()
-            for node in self.nodes:
-                if node.waiting:
-                    node.waiting = False
-                    node.wake_gen += 1
-                    self.busy -= 1
-            self._bump()
-        self.force_close_all()
-
-    def shutdown(self) -> None:
-        """Stop timers and executor threads."""
-        if self._timers is not None:
-            self._timers.stop()
-            self._timers = None
-        for ex in self.executors:
-            ex.shutdown()
-
 
 _BUFFER: Final = 6
 
@@ -1230,13 +767,6 @@ def _buffer_bytes(packets: tuple[Packet, ...] | list[Packet]) -> int:
     return total
 
 
-def _describe(exc: BaseException, ctx: Context) -> str:
-    text = str(exc)
-    if not text and ctx._error_text:
-        text = ctx._error_text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
 def _input_type_error(node: Node, ctx: Context) -> str:
     for i, want in enumerate(node.in_types):
         p = ctx._in[i]
@@ -1245,21 +775,3 @@ def _input_type_error(node: Node, ctx: Context) -> str:
             return (f"input port `{node.inputs[i].name}` type mismatch: contract declares {type_name(want)}, "
                     f"actual {type_name(p._tid)}{hint}")
     return ""
-
-
-def _output_type_error(node: Node, ctx: Context) -> str:
-    for o, want in enumerate(node.out_types):
-        if not want:
-            continue
-        for p in ctx._out[o]:
-            if p._value is not None and p._tid != want:
-                return (f"output port `{node.out_edges[o].name}` type mismatch: contract declares "
-                        f"{type_name(want)}, emitted {type_name(p._tid)}")
-    return ""
-
-
-def _copy_error(err: KernelError) -> FlowplexError:
-    fresh = type(err)(str(err))
-    fresh.__cause__ = err.__cause__
-    return fresh
-

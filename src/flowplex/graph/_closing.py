@@ -1,0 +1,158 @@
+"""Closing and termination: when a node may close, running its ``close``, closing edges, TERMINATED.
+
+Split from ``_engine`` because closing is its own protocol: a node closes once its forward
+inputs are closed and drained (a source: once it called ``source_done``; any node: once the
+graph failed or was cancelled), its ``close`` flushes like a last invocation, and its output
+edges then close the downstream ports in turn, until every node is closed and the graph is
+TERMINATED. ``ClosingMixin`` is a base class of ``Engine``; its
+methods work on the engine's own state, under the same lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .._timestamps import TS_DONE
+from ..kernels._context import PHASE_CLOSE, CloseReason
+from ._engine_common import _describe, _output_type_error
+from ._lifecycle import DRAINING, RUNNING, TERMINATED
+
+if TYPE_CHECKING:
+    from ..errors import KernelError
+    from ..kernels._context import Context
+    from ..packets import Packet
+    from ._engine_common import Submission
+    from ._nodes import Edge, Node
+
+
+class ClosingMixin:
+    """Node closing, edge closing and termination of ``Engine`` (a base class of it)."""
+
+    if TYPE_CHECKING:
+        # What these methods use from the rest of the engine (mypy checks it against ``Engine``).
+        lock: threading.Lock
+        nodes: list[Node]
+        graph_inputs: list[Edge]
+        state: int
+        error: KernelError | None
+        cancelled: bool
+        halted: bool
+        timed: bool
+        busy: int
+
+        def run(self, arg: object) -> None: ...
+        def schedule(self, node: Node, out: list[Submission]) -> None: ...
+        def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None: ...
+        def _timed_call(self, node: Node, ctx: Context,
+                        fn: Callable[[Context], None]) -> tuple[Exception | None, str]: ...
+        def _flush(self, node: Node, ctx: Context, subs: list[Submission],
+                   calls: list[tuple[Callable[[Packet], object], Packet]]) -> bool: ...
+        def _publish(self, edge: Edge, b: int, calls: list[tuple[Callable[[Packet], object], Packet]]) -> None: ...
+        def _dispatch(self, subs: list[Submission],
+                      calls: list[tuple[Callable[[Packet], object], Packet]]) -> None: ...
+        def _drop_blocked(self) -> None: ...
+        def _bump(self) -> None: ...
+
+    def _try_close(self, node: Node, subs: list[Submission]) -> None:
+        """Start closing ``node`` if it may; lock held. Closing runs on the node's executor."""
+        if not node.opened or node.close_started or node.in_flight or node.waiting or node.blocked:
+            return
+        if not (self.error is not None or self.cancelled or node.may_close()):
+            return
+        node.close_started = True
+        node.claimable = False
+        self.busy += 1
+        ctx = node.contexts.pop()
+        ctx._reset_for(TS_DONE, PHASE_CLOSE)
+        ctx.close_reason = (CloseReason.CANCELLED if self.cancelled
+                            else CloseReason.ERROR if self.error is not None else CloseReason.NORMAL)
+        subs.append((node.executor, self.run, ctx))
+
+    def _run_close(self, node: Node, ctx: Context) -> None:
+        text = ""
+        err: Exception | None = None
+        if self.timed:
+            err, text = self._timed_call(node, ctx, node.kernel.close)
+        else:
+            try:
+                node.kernel.close(ctx)
+            except Exception as exc:
+                err = exc
+                text = _describe(exc, ctx)
+        if not text and node.typed_outputs:
+            text = _output_type_error(node, ctx)
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            if text:
+                for out in ctx._out:
+                    out.clear()
+                self.record_error(node, err, text)
+                for other in self.nodes:
+                    self._try_close(other, subs)
+            else:
+                self._flush(node, ctx, subs, calls)
+            ctx.close_reason = CloseReason.NORMAL
+            node.contexts.append(ctx)
+            node.closed = True
+            self.busy -= 1
+            for edge in node.out_edges:
+                self._close_edge(edge, subs, calls)
+            self._check_terminated()
+            self._bump()
+        self._dispatch(subs, calls)
+
+    def _close_edge(self, edge: Edge, subs: list[Submission],
+                    calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+        """No more packets on ``edge``: close consumer ports and pollers; lock held."""
+        if edge.closed:
+            return
+        edge.closed = True
+        for poller in edge.pollers:
+            poller.closed = True
+        for port in edge.consumers:
+            port.closed = True
+            if not port.is_back:
+                port.bound = TS_DONE
+                node = port.node
+                node.closed_fwd += 1
+                if node.closed_fwd == len(node.fwd):
+                    node.closable = True
+            self.schedule(port.node, subs)
+            self._try_close(port.node, subs)
+        self._publish(edge, TS_DONE, calls)
+
+    def close_graph_input(self, edge: Edge) -> None:
+        """Close one graph input port (idempotent)."""
+        subs: list[Submission] = []
+        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        with self.lock:
+            self._close_edge(edge, subs, calls)
+            if self.state == RUNNING and all(e.closed for e in self.graph_inputs):
+                self.state = DRAINING
+            self._check_terminated()
+            self._bump()
+        self._dispatch(subs, calls)
+
+    def _check_terminated(self) -> None:
+        if (
+            self.state in (RUNNING, DRAINING)
+            and self.busy == 0
+            and all(n.closed for n in self.nodes)
+            and (all(e.closed for e in self.graph_inputs) or self.error is not None or self.cancelled)
+        ):
+            self.state = TERMINATED
+
+    def force_close_all(self) -> None:
+        """After an error or cancel: close every idle node (running ones close when they end)."""
+        subs: list[Submission] = []
+        with self.lock:
+            if self.halted:
+                self._drop_blocked()
+            for node in self.nodes:
+                self._try_close(node, subs)
+            self._check_terminated()
+            self._bump()
+        self._dispatch(subs, [])

@@ -1,0 +1,212 @@
+"""The graph's lifecycle around the data path: states, the first error, waits, pause, cancel, stalls.
+
+Split from ``_engine`` so that the scheduler core holds only the data path (claim → run → flush
+→ deliver). What is here runs on host calls (``Graph.wait_done``, ``cancel``, ``pause``) or on
+rare transitions, never once per packet. ``LifecycleMixin`` is a base class of ``Engine``; its
+methods work on the engine's own state, under the same lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final
+
+from .._timestamps import ts_name
+from ..errors import DeadlockError, FlowplexError, KernelError, Timeout
+
+if TYPE_CHECKING:
+    from ..executors import DelegatingExecutor, Executor
+    from ._nodes import Node
+    from ._timers import Timers
+
+log = logging.getLogger("flowplex.graph")
+
+CREATED: Final = 0
+INITIALIZED: Final = 1
+RUNNING: Final = 2
+DRAINING: Final = 3
+TERMINATED: Final = 4
+STATE_NAMES: Final = ("CREATED", "INITIALIZED", "RUNNING", "DRAINING", "TERMINATED")
+
+WAIT_SLICE_S: Final = 0.05
+"""Longest single condition wait: blocking calls wake this often (Ctrl-C, stall checks)."""
+
+
+class LifecycleMixin:
+    """Errors, waiting, pausing, cancelling and stall diagnosis of ``Engine`` (a base class of it)."""
+
+    if TYPE_CHECKING:
+        # What these methods use from the rest of the engine (mypy checks it against ``Engine``).
+        lock: threading.Lock
+        changed: threading.Condition
+        nodes: list[Node]
+        executors: list[Executor]
+        delegating: list[DelegatingExecutor]
+        _pump_gate: threading.Lock
+        _pump_cursor: int
+        state: int
+        error: KernelError | None
+        error_text: str
+        cancelled: bool
+        paused: bool
+        halted: bool
+        waiters: int
+        busy: int
+        blocked_nodes: set[Node]
+        wakeup: Callable[[], None] | None
+        _timers: Timers | None
+
+        def _drop_blocked(self) -> None: ...
+        def force_close_all(self) -> None: ...
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None:
+        """First error wins; later ones are logged. Caller holds the lock."""
+        where = f"[{node.name}] " if node is not None else ""
+        if self.error is not None:
+            log.warning("(subsequent error, ignored) kernel failed: %s%s", where, text)
+            return
+        message = f"kernel failed: {where}{text}"
+        err = KernelError(message)
+        if exc is not None:
+            err.__cause__ = exc
+        self.error = err
+        self.error_text = message
+        self.halted = True
+        log.error("%s", message)
+        self._bump()
+
+    def raise_if_failed(self) -> None:
+        """Raise the recorded graph error (a fresh copy, cause chained), if any."""
+        err = self.error
+        if err is not None:
+            raise _copy_error(err)
+    # -- waiting -----------------------------------------------------------------------------------
+
+    def pump_step(self) -> bool:
+        """Run at most one delegated task on this thread; False when there was nothing to do."""
+        if not self.delegating:
+            return False
+        if not self._pump_gate.acquire(blocking=False):
+            return False
+        try:
+            n = len(self.delegating)
+            for i in range(n):
+                d = self.delegating[(self._pump_cursor + i) % n]
+                if d.run_one():
+                    self._pump_cursor = (self._pump_cursor + i + 1) % n
+                    return True
+            return False
+        finally:
+            self._pump_gate.release()
+
+    def delegated_pending(self) -> bool:
+        """Whether any delegating executor holds queued tasks."""
+        return any(d.pending() for d in self.delegating)
+
+    def idle(self) -> bool:
+        """No invocation, close or wake in flight and no delegated task queued; lock held."""
+        return self.busy == 0 and not self.delegated_pending()
+
+    def wait_change(self, deadline: float | None) -> None:
+        """Wait (lock held) for activity, at most one slice; raises ``Timeout`` past deadline."""
+        slice_s = WAIT_SLICE_S
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                msg = "timed out"
+                raise Timeout(msg)
+            slice_s = min(slice_s, remaining)
+        self.waiters += 1
+        try:
+            self.changed.wait(slice_s)
+        finally:
+            self.waiters -= 1
+
+    # -- pausing, cancelling and stalls -----------------------------------------------------------
+
+    def set_paused(self, paused: bool) -> None:
+        """Pause or resume claiming; lock held."""
+        self.paused = paused
+        self.halted = paused or self.cancelled or self.error is not None
+
+    def _bump(self) -> None:
+        if self.waiters:
+            self.changed.notify_all()
+        cb = self.wakeup
+        if cb is not None:
+            cb()
+
+    def _on_delegated(self) -> None:
+        # Called by a delegating executor after a submission, possibly without the lock.
+        cb = self.wakeup
+        if cb is not None:
+            cb()
+        if self.lock.acquire(blocking=False):
+            try:
+                self.changed.notify_all()
+            finally:
+                self.lock.release()
+
+    def starving(self) -> list[str]:
+        """Describe input ports that hold packets but cannot fire (for stall errors); lock held."""
+        out = []
+        for node in self.nodes:
+            if node.closed:
+                continue
+            for p in node.inputs:
+                state = "closed" if p.closed else f"open, bound {ts_name(p.bound)}"
+                if p.queue:
+                    out.append(f"{node.name}.{p.name} ({len(p.queue)} queued, {state})")
+        return out
+
+    def stall_error(self, what: str) -> DeadlockError:
+        """A ``DeadlockError`` naming unclosed nodes and starving ports; lock held."""
+        unclosed = [n.name for n in self.nodes if not n.closed]
+        starving = self.starving()
+        reason = f"; starving ports: [{', '.join(starving)}]" if starving else ""
+        if self.blocked_nodes:
+            blocked = ", ".join(sorted(n.name for n in self.blocked_nodes))
+            reason += (f"; producers blocked by full downstream queues: [{blocked}] -- increase the input_queues "
+                       "capacity, read the blocking pollers, or inspect downstream alignment")
+        return DeadlockError(
+            f"{what}: all inputs closed but the graph is idle and nodes are not closed: "
+            f"[{', '.join(unclosed)}]{reason}. usually a kernel's close condition is unmet "
+            "(a source that never calls source_done?)"
+        )
+
+    def cancel(self) -> None:
+        """Stop claiming, drop pending wakes and close every node with reason CANCELLED."""
+        with self.lock:
+            if self.cancelled or self.state in (INITIALIZED, CREATED):
+                self.cancelled = True
+                self.halted = True
+                return
+            self.cancelled = True
+            self.halted = True
+            self._drop_blocked()
+            for node in self.nodes:
+                if node.waiting:
+                    node.waiting = False
+                    node.wake_gen += 1
+                    self.busy -= 1
+            self._bump()
+        self.force_close_all()
+
+    def shutdown(self) -> None:
+        """Stop timers and executor threads."""
+        if self._timers is not None:
+            self._timers.stop()
+            self._timers = None
+        for ex in self.executors:
+            ex.shutdown()
+
+
+def _copy_error(err: KernelError) -> FlowplexError:
+    fresh = type(err)(str(err))
+    fresh.__cause__ = err.__cause__
+    return fresh
