@@ -182,3 +182,29 @@ def test_lossless_capacity_downstream() -> None:
        on_error=st.sampled_from(["", "skip"]))
 def test_random_chains_behave_the_same_on_both_paths(modes: list[str], values: list[int], on_error: str) -> None:
     assert_same(chain_yaml(modes, sink=False), values, poll=f"e{len(modes)}", on_error=on_error)
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize(("capacity", "overflow"), [(0, "block"), (2, "drop_oldest"), (2, "drop_newest")])
+def test_output_pollers_on_both_paths(fast: bool, capacity: int, overflow: str) -> None:
+    """An output read by one unbounded poller takes the hop path; bounded ones keep their policy."""
+    with flowplex.Graph.from_yaml(chain_yaml(["fwd", "double"], sink=False)) as g:
+        if not fast:
+            for node in g._engine.nodes:
+                node.hop = False
+        poller = g.add_poller("e2", capacity=capacity, overflow=overflow)
+        g.start()
+        interleaved = []
+        for v in range(3):  # send, then read right away (the latency benchmark's pattern)
+            g.send("e0", v, ts=v)
+            interleaved.append(poller.next(timeout=5).as_int())  # type: ignore[union-attr]
+        for v in range(3, 8):  # then more than a bounded poller keeps
+            g.send("e0", v, ts=v)
+        g.close_all_inputs()
+        g.wait_done(timeout=10)
+        rest = [p.as_int() for p in poller]
+        engine_sole = g._engine.edges["e2"].sole_poller
+    assert interleaved == [0, 2, 4]
+    assert (engine_sole is not None) == (capacity == 0)
+    expected = {0: [6, 8, 10, 12, 14], 2: [12, 14] if overflow == "drop_oldest" else [6, 8]}[capacity]
+    assert rest == expected

@@ -48,6 +48,7 @@ from ._timers import Timers
 
 if TYPE_CHECKING:
     from ..executors import DelegatingExecutor, Executor
+    from ._io import Poller
 
 log = logging.getLogger("flowplex.graph")
 
@@ -395,7 +396,9 @@ class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
         succeeds with one packet for an edge whose only reader is a plain consumer port, the
         packet goes straight into the consumer's next context if the consumer is idle with an
         empty queue: the state ``_finish`` → ``_flush`` → ``_deliver`` → ``schedule`` would
-        reach, without touching the queue. If the consumer is a hop node on the same inline
+        reach, without touching the queue. On a graph output read by one unbounded poller and
+        nothing else (``edge.sole_poller``) the packet goes into the poller's queue, as
+        ``_deliver`` would put it. If the consumer is a hop node on the same inline
         executor (``port.chained``) and nothing else waits on this thread, it runs next in
         this loop instead of through the executor, which would have run it next too. Anything
         else (an error, no packet or several, a subscriber or a feedback consumer on the edge,
@@ -426,10 +429,13 @@ class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
                     inputs[i] = None
             edge = node.out_edge
             port: InPort | None = None
+            poller: Poller | None = None
             if edge is not None:
                 staged = ctx._out[0]
                 port = edge.solo
-                if port is None or len(staged) != 1 or ctx._bounds is not None:
+                if port is None:
+                    poller = edge.sole_poller
+                if (port is None and poller is None) or len(staged) != 1 or ctx._bounds is not None:
                     self._finish(node, ctx, None, "")
                     return
             nxt: Context | None = None
@@ -448,6 +454,17 @@ class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
                     node.contexts.append(ctx)
                     if port is None:
                         self.busy -= 1
+                        if poller is not None:
+                            # ``_deliver`` to a graph output that only one unbounded poller reads.
+                            p = staged.pop()
+                            node.packets_out += 1
+                            poller._queue.append(p)
+                            if self.count_pollers:
+                                self.queued += 1
+                            ts = p._ts
+                            b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
+                            if b > edge.published:  # type: ignore[union-attr]
+                                edge.published = b  # type: ignore[union-attr]
                     else:
                         # ``_deliver_solo`` for one packet, then ``schedule`` of the consumer.
                         p = staged.pop()
@@ -485,8 +502,16 @@ class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
                                 self._new_peak(edge, port)  # type: ignore[arg-type]
                             self.schedule(consumer, subs)
                     own = node.fast1
-                    if own is None or own.queue:
-                        self.schedule(node, subs)
+                    if own is not None:
+                        if own.queue:
+                            self.schedule(node, subs)
+                    else:
+                        # Several inputs (a join): an invocation needs a queued packet, so
+                        # only a non-empty queue can make this node ready again.
+                        for fwd in node.fwd:
+                            if fwd.queue:
+                                self.schedule(node, subs)
+                                break
                     if node.closable:
                         self._try_close(node, subs)
                     if self.waiters:

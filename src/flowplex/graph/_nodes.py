@@ -70,7 +70,8 @@ class Edge:
     """An edge: one producer port, any number of consumer ports, pollers and observers."""
 
     __slots__ = ("bound_observers", "bound_pollers", "closed", "consumers", "dropped", "is_graph_input",
-                 "last_sent", "name", "observers", "pollers", "producer", "published", "solo", "blocking")
+                 "last_sent", "name", "observers", "pollers", "producer", "published", "solo", "sole_poller",
+                 "blocking")
 
     def __init__(self, name: str, producer: Node | None) -> None:
         self.name = name
@@ -89,6 +90,8 @@ class Edge:
         """Bounded pollers with the ``block`` policy (they bound graph-input sends)."""
         self.solo: InPort | None = None
         """The only consumer port when it is plain and nobody subscribes (delivery fast path)."""
+        self.sole_poller: Poller | None = None
+        """The only reader when it is one unbounded poller (a graph output: delivery fast path)."""
 
     def update_solo(self) -> None:
         """Recompute ``solo`` after consumers or subscribers change."""
@@ -96,6 +99,9 @@ class Edge:
                  and not self.consumers[0].capacity
                  and not self.pollers and not self.observers and not self.bound_pollers and not self.bound_observers)
         self.solo = self.consumers[0] if plain else None
+        polled = (not self.consumers and len(self.pollers) == 1 and not self.pollers[0].capacity
+                  and not self.observers and not self.bound_pollers and not self.bound_observers)
+        self.sole_poller = self.pollers[0] if polled else None
         self.blocking = [p for p in self.pollers if p.blocks]
 
     def reset(self) -> None:
