@@ -65,3 +65,29 @@ def test_lazily_registered_builtin_runs_in_a_fresh_process(kernel: str) -> None:
         "    g.wait_done()\n"
     )
     assert _run(code).stdout.strip() == "Buffer"
+
+
+def test_every_subpackage_imports_first() -> None:
+    """Any subpackage may be the first import of a program (no order-dependent import cycle)."""
+    import pkgutil
+
+    import flowplex
+
+    packages = ["flowplex"] + [m.name for m in pkgutil.walk_packages(flowplex.__path__, "flowplex.") if m.ispkg]
+    packages += ["flowplex.cli", "flowplex.transport._kernels"]
+    assert len(packages) >= 10
+    failed = {}
+    for name in packages:
+        result = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True, timeout=60)
+        if result.returncode:
+            failed[name] = result.stderr.strip().splitlines()[-1]
+    assert failed == {}
+
+
+def test_lazy_names_resolve_to_public_classes() -> None:
+    code = (
+        "import flowplex\n"
+        "g = flowplex.Graph\n"
+        "print(g.__module__, flowplex.DoneEvent.__module__, 'Graph' in dir(flowplex))\n"
+    )
+    assert _run(code).stdout.split() == ["flowplex", "flowplex", "True"]

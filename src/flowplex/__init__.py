@@ -7,13 +7,11 @@ Programs written for lm-lmflow run unchanged after ``import flowplex as lmflow``
 from __future__ import annotations
 
 import contextlib
+import importlib
+import sys
 from typing import TYPE_CHECKING, Final
 
 from . import errors as errors
-from ._events import DoneEvent as DoneEvent
-from ._events import OutputEvent as OutputEvent
-from ._events import PacketEvent as PacketEvent
-from ._events import TimestampBoundEvent as TimestampBoundEvent
 from ._log import LogLevel as LogLevel
 from ._log import set_log_callback as set_log_callback
 from ._timestamps import INVALID_ID as INVALID_ID
@@ -35,22 +33,43 @@ from .errors import UnknownKernelError as UnknownKernelError
 from .errors import UnknownPortError as UnknownPortError
 from .errors import UsageError as UsageError
 from .errors import WouldBlock as WouldBlock
-from .graph import Graph as Graph
-from .graph import GraphState as GraphState
-from .graph import Input as Input
-from .graph import Poller as Poller
-from .kernels import CloseReason as CloseReason
-from .kernels import Context as Context
-from .kernels import Contract as Contract
-from .kernels import Kernel as Kernel
-from .kernels import KernelRunner as KernelRunner
-from .kernels import _builtins  # noqa: F401  (registers the 18 built-in kernels)
-from .kernels import kernel as kernel
-from .kernels import registered_kernels as registered_kernels
-from .packets import Packet as Packet
-from .packets import register_type_descriptor as register_type_descriptor
-from .packets import type_id as type_id
-from .packets import type_name as type_name
+
+if TYPE_CHECKING:
+    from ._events import DoneEvent as DoneEvent
+    from ._events import OutputEvent as OutputEvent
+    from ._events import PacketEvent as PacketEvent
+    from ._events import TimestampBoundEvent as TimestampBoundEvent
+    from .diagnostics._dot_view import DotView as DotView
+    from .graph import Graph as Graph
+    from .graph import GraphState as GraphState
+    from .graph import Input as Input
+    from .graph import Poller as Poller
+    from .graph._async import AsyncOutputEvents as AsyncOutputEvents
+    from .kernels import CloseReason as CloseReason
+    from .kernels import Context as Context
+    from .kernels import Contract as Contract
+    from .kernels import Kernel as Kernel
+    from .kernels import KernelRunner as KernelRunner
+    from .kernels import kernel as kernel
+    from .kernels import registered_kernels as registered_kernels
+    from .packets import Packet as Packet
+    from .packets import register_type_descriptor as register_type_descriptor
+    from .packets import type_id as type_id
+    from .packets import type_name as type_name
+
+# The engine loads on first use of one of its names (PEP 562), not with the package: a program
+# (or the CLI) pays for what it touches, and `import flowplex` stays a few milliseconds even
+# where no bytecode cache exists.  `from flowplex import Graph` works the same way.
+_LAZY: Final = {
+    **dict.fromkeys(("DoneEvent", "OutputEvent", "PacketEvent", "TimestampBoundEvent"), "._events"),
+    **dict.fromkeys(("Graph", "GraphState", "Input", "Poller"), ".graph"),
+    **dict.fromkeys(
+        ("CloseReason", "Context", "Contract", "Kernel", "KernelRunner", "kernel", "registered_kernels"), ".kernels"
+    ),
+    **dict.fromkeys(("Packet", "register_type_descriptor", "type_id", "type_name"), ".packets"),
+    "AsyncOutputEvents": ".graph._async",
+    "DotView": ".diagnostics._dot_view",
+}
 
 __version__: Final = "0.1.0"
 ABI_VERSION: Final = 4
@@ -106,25 +125,27 @@ __all__ = [
 ]
 
 
-if TYPE_CHECKING:
-    from .diagnostics._dot_view import DotView as DotView
-    from .graph._async import AsyncOutputEvents as AsyncOutputEvents
-
-
 def __getattr__(name: str) -> object:
-    # The asyncio integration is imported on first use, keeping `import flowplex` fast.
-    if name == "AsyncOutputEvents":
-        from .graph._async import AsyncOutputEvents
+    module = _LAZY.get(name)
+    if module is None:
+        msg = f"module 'flowplex' has no attribute {name!r}"
+        raise AttributeError(msg)
+    importlib.import_module(module, __name__)
+    # Publish every lazy name whose module is loaded by now (one import brings several).
+    for other, where in _LAZY.items():
+        loaded = sys.modules.get(__name__ + where)
+        if loaded is not None and other not in globals():
+            value = getattr(loaded, other)
+            if isinstance(value, type) and value.__module__.startswith("flowplex."):
+                # Show `flowplex.Graph` rather than `flowplex.graph._graph.Graph` in reprs and docs.
+                with contextlib.suppress(TypeError):
+                    value.__module__ = "flowplex"
+            globals()[other] = value  # later lookups skip this function
+    return globals()[name]
 
-        AsyncOutputEvents.__module__ = "flowplex"
-        return AsyncOutputEvents
-    if name == "DotView":
-        from .diagnostics._dot_view import DotView
 
-        DotView.__module__ = "flowplex"
-        return DotView
-    msg = f"module 'flowplex' has no attribute {name!r}"
-    raise AttributeError(msg)
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
 
 
 def has_cv_test_kernels() -> bool:
@@ -139,7 +160,7 @@ def register_cv_test_kernels() -> None:
 
 
 def _set_public_module() -> None:
-    # Show `flowplex.Graph` rather than `flowplex.graph._graph.Graph` in reprs and docs.
+    # Show `flowplex.ConfigError` rather than `flowplex.errors.ConfigError` in reprs and docs.
     for name in __all__:
         obj = globals().get(name)
         if isinstance(obj, type) and obj.__module__.startswith("flowplex."):

@@ -11,3 +11,7 @@ from ._runner import KernelRunner as KernelRunner
 
 __all__ = ["CloseReason", "Context", "Contract", "Kernel", "KernelRunner", "kernel", "kernel_class",
            "registered_kernels"]
+
+# The built-in kernels register with the package, so that any use of the registry (a graph
+# build, ``registered_kernels``, ``@kernel``'s duplicate check) sees them.
+from . import _builtins as _builtins

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from typing import final
+from typing import TYPE_CHECKING, final
 
 from .._timestamps import INVALID_ID
-from ..graph._spec import PortSpec
+
+if TYPE_CHECKING:  # annotations only: importing flowplex.graph here would be circular
+    from ..graph._spec import PortSpec
 
 
 @final
