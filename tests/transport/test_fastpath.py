@@ -220,3 +220,37 @@ def test_signatures_match_the_python_path() -> None:
         assert [(q.name, q.kind, q.default) for q in py.parameters.values()] == [
             (q.name, q.kind, q.default) for q in cext.parameters.values()
         ]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    garbage=st.lists(st.tuples(st.integers(0, 8 * 256 - 1), st.binary(min_size=1, max_size=64)), max_size=12),
+    tail=st.one_of(st.none(), st.integers(0, 2**63 - 1)),
+    sends=st.integers(0, 6),
+)
+def test_garbage_in_shared_memory_is_reported_never_a_crash(
+    ring_impl: str, garbage: list[tuple[int, bytes]], tail: int | None, sends: int
+) -> None:
+    """Whatever another process scribbles into the slots or the tail word, recv returns
+    messages or raises the library's own errors; it never crashes, hangs or reads out of range."""
+    from flowplex.errors import FlowplexError
+
+    with Ring.create(capacity=8) as ring:
+        p, c = ring.producer(), ring.consumer()
+        for i in range(sends):
+            p.send(b"m%d" % i + b"x" * (i * 100))
+        base = lay.lane_offset(8, p.lane)
+        for offset, data in garbage:  # anywhere in the slots
+            start = base + lay.LANE_HEADER_SIZE + offset
+            end = min(start + len(data), base + lay.lane_size(8))
+            ring._core.mm[start:end] = data[: end - start]
+        if tail is not None:
+            ring._core.words.store(ring._core.lane_word(p.lane, lay.L_TAIL), tail)
+        for _ in range(40):
+            try:
+                m = c.recv(timeout=0)
+            except FlowplexError:
+                continue
+            assert isinstance(m, Message)
+        p.close()
+        c.close()
