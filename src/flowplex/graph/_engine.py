@@ -525,6 +525,17 @@ class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
             if wake is not None:
                 wake()
             if nxt is None:
+                if len(subs) == 1 and backlog is not None and not backlog:
+                    ex, task, arg = subs[0]
+                    claimed: Context = arg  # type: ignore[assignment]
+                    if ex is executor and task is self._run and claimed._owner.hop and not self.timed:  # type: ignore[attr-defined]
+                        # One invocation claimed (a join made ready), for this inline executor
+                        # with nothing queued before it: it would run next on this thread, so
+                        # run it in this loop.  (Closes are submitted with another callable.)
+                        p = None  # type: ignore[assignment]  # hold no handle of the packet
+                        node = claimed._owner  # type: ignore[assignment]
+                        ctx = claimed
+                        continue
                 for ex, task, arg in subs:
                     ex.submit(task, arg)
                 return
