@@ -136,10 +136,7 @@ def __getattr__(name: str) -> object:
         loaded = sys.modules.get(__name__ + where)
         if loaded is not None and other not in globals():
             value = getattr(loaded, other)
-            if isinstance(value, type) and value.__module__.startswith("flowplex."):
-                # Show `flowplex.Graph` rather than `flowplex.graph._graph.Graph` in reprs and docs.
-                with contextlib.suppress(TypeError):
-                    value.__module__ = "flowplex"
+            _show_as_public(value)
             globals()[other] = value  # later lookups skip this function
     return globals()[name]
 
@@ -159,13 +156,13 @@ def register_cv_test_kernels() -> None:
     raise RuntimeError(msg)
 
 
-def _set_public_module() -> None:
-    # Show `flowplex.ConfigError` rather than `flowplex.errors.ConfigError` in reprs and docs.
-    for name in __all__:
-        obj = globals().get(name)
-        if isinstance(obj, type) and obj.__module__.startswith("flowplex."):
-            with contextlib.suppress(TypeError):
-                obj.__module__ = "flowplex"
+def _show_as_public(obj: object) -> None:
+    """Show ``flowplex.Graph`` rather than ``flowplex.graph._graph.Graph`` in reprs and docs."""
+    if isinstance(obj, type) and obj.__module__.startswith("flowplex."):
+        with contextlib.suppress(TypeError):
+            obj.__module__ = "flowplex"
 
 
-_set_public_module()
+for _name in __all__:
+    _show_as_public(globals().get(_name))  # the eagerly imported names; lazy ones on first use
+del _name

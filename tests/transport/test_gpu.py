@@ -147,7 +147,7 @@ def cpu_slots(batch: list[tuple[str, int, int]], ts: int) -> tuple[np.ndarray, i
             assert p.send(format_ansi(text, agent_type=agent), stream_id=sid, agent_type=agent, timestamp_ns=ts)
         core = ring._core
         raw = np.frombuffer(core.mm, dtype=np.uint8, count=CAPACITY * 256, offset=core.slots_offset(0)).copy()
-        used = p._tail
+        used = p._hot.tail
         p.close()
         return raw, used
 
@@ -228,7 +228,7 @@ def test_gpu_formatter_matches_the_cpu_formatter_on_a_real_gpu() -> None:
         p = ring.producer()
         for t, a, s in small:
             p.send(format_ansi(t, agent_type=a), stream_id=s, agent_type=a, timestamp_ns=42)
-        used = p._tail
+        used = p._hot.tail
         cpu_raw = np.frombuffer(
             ring._core.mm, dtype=np.uint8, count=1024 * 256, offset=ring._core.slots_offset(0)
         ).copy()

@@ -452,29 +452,26 @@ class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
                     node.next_flush = ctx.seq + 1
                     ctx._done = None
                     node.contexts.append(ctx)
-                    if port is None:
+                    if edge is None:
                         self.busy -= 1
-                        if poller is not None:
-                            # ``_deliver`` to a graph output that only one unbounded poller reads.
-                            p = staged.pop()
-                            node.packets_out += 1
-                            poller._queue.append(p)
-                            if self.count_pollers:
-                                self.queued += 1
-                            ts = p._ts
-                            b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
-                            if b > edge.published:  # type: ignore[union-attr]
-                                edge.published = b  # type: ignore[union-attr]
                     else:
-                        # ``_deliver_solo`` for one packet, then ``schedule`` of the consumer.
+                        # What ``_deliver`` does for one packet, up to where it lands.
                         p = staged.pop()
                         node.packets_out += 1
                         ts = p._ts
                         b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
+                        if b > edge.published:
+                            edge.published = b
+                    if poller is not None:
+                        # A graph output that only one unbounded poller reads.
+                        self.busy -= 1
+                        poller._queue.append(p)
+                        if self.count_pollers:
+                            self.queued += 1
+                    elif port is not None:
+                        # ``_deliver_solo``, then ``schedule`` of the consumer.
                         if b > port.bound:
                             port.bound = b
-                        if b > edge.published:  # type: ignore[union-attr]
-                            edge.published = b  # type: ignore[union-attr]
                         consumer = port.node
                         if (consumer.fast1 is port and not port.queue and not consumer.in_flight
                                 and consumer.claimable and not consumer.blocked):

@@ -154,22 +154,6 @@ class Consumer:
             self.recv = reader.recv
 
     # -- receiving one message ------------------------------------------------------------------
-    @property
-    def _cur(self) -> _Lane:
-        return self._hot.cur
-
-    @_cur.setter
-    def _cur(self, lane: _Lane) -> None:
-        self._hot.cur = lane
-
-    @property
-    def _solo(self) -> bool:
-        return self._hot.solo
-
-    @_solo.setter
-    def _solo(self, value: bool) -> None:
-        self._hot.solo = value
-
     def recv_nowait(self) -> Message:
         """Like :meth:`recv`, but raise ``WouldBlock`` instead of waiting."""
         return self._recv_slow(0.0, True)
@@ -237,7 +221,7 @@ class Consumer:
                 self._note_hwm(lane, tail - lane.head)
                 lane.avail = tail
                 if not self._drop:  # drop_oldest reads only through _take_checked
-                    self._cur = lane
+                    self._hot.cur = lane
                 return lane
         return None
 
@@ -460,9 +444,9 @@ class Consumer:
         load = self._load
         self._order = [lane for lane in self._lanes if load(core.lane_word(lane.index, lay.L_STATE)) != lay.LANE_FREE]
         self._rr = 0
-        self._solo = len(self._order) == 1 and not self._drop
-        if self._solo:
-            self._cur = self._order[0]
+        self._hot.solo = len(self._order) == 1 and not self._drop
+        if self._hot.solo:
+            self._hot.cur = self._order[0]
         return True
 
     def _ended(self) -> bool:
@@ -510,11 +494,11 @@ class Consumer:
         if self._closed:
             return
         self._closed = True
-        self._solo = False  # recv must reach the slow path, which raises ClosedError
+        self._hot.solo = False  # recv must reach the slow path, which raises ClosedError
         for lane in self._lanes:
             lane.slots = None
             lane.avail = lane.head
-        self._cur.avail = self._cur.head
+        self._hot.cur.avail = self._hot.cur.head
         if not self._core.closed:
             self._core.release_consumer()
 

@@ -219,9 +219,9 @@ class GpuFormatter:
             if total > core.capacity:
                 msg = f"GpuFormatter.send_batch: the batch needs {total} slots; the lane has {core.capacity}"
                 raise UsageError(msg)
-            if p._tail + total > p._limit:
+            if p._hot.tail + total > p._hot.limit:
                 p._refresh_limit()
-            if p._tail + total > p._limit:
+            if p._hot.tail + total > p._hot.limit:
                 p._wait_for_room(total, Backoff(timeout), timeout)
             starts = np.zeros(n, dtype=np.uint64)
             np.cumsum(counts[:-1], out=starts[1:])
@@ -243,7 +243,7 @@ class GpuFormatter:
                     np.uint32(n),
                     np.uint64(self._dev_slots),  # u8* into the registered ring mapping
                     np.uint64(core.mask),
-                    np.uint64(p._tail),
+                    np.uint64(p._hot.tail),
                     np.uint32(p._msg),
                     np.uint32(p.lane),
                     np.uint32(0),
@@ -251,14 +251,14 @@ class GpuFormatter:
             )
             cp.cuda.get_current_stream().synchronize()
         if self._staging is not None:
-            self._copy_staging(p._tail, total)
+            self._copy_staging(p._hot.tail, total)
         extra = total - n
         if extra:
             p._count(lay.L_EXTRA_SLOTS, extra)
             p._count(lay.L_FRAGMENTED, int(np.count_nonzero(counts > 1)))
-        p._extra += total - n
-        p._tail = p._tail + total
-        p._store(p._tail_i, p._tail)  # release: publishes the whole batch
+        p._hot.extra += total - n
+        p._hot.tail = p._hot.tail + total
+        p._store(p._tail_i, p._hot.tail)  # release: publishes the whole batch
         return n
 
     def _copy_staging(self, tail: int, total: int) -> None:

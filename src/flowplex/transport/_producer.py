@@ -116,31 +116,6 @@ class Producer:
             self.send = writer.send
         self._finalizer = weakref.finalize(self, _close_lane, core, self.lane)
 
-    # The hot-path state lives in ``_hot``, shared with ``send``.
-    @property
-    def _tail(self) -> int:
-        return self._hot.tail
-
-    @_tail.setter
-    def _tail(self, value: int) -> None:
-        self._hot.tail = value
-
-    @property
-    def _limit(self) -> int:
-        return self._hot.limit
-
-    @_limit.setter
-    def _limit(self, value: int) -> None:
-        self._hot.limit = value
-
-    @property
-    def _extra(self) -> int:
-        return self._hot.extra
-
-    @_extra.setter
-    def _extra(self, value: int) -> None:
-        self._hot.extra = value
-
     @property
     def _msg(self) -> int:
         """The msg_id of the next message: messages sent through this lane so far."""
@@ -150,10 +125,10 @@ class Producer:
         """Re-read the consumer's head; return the lane occupancy.  Drop_oldest never limits."""
         head = self._core.words.load(self._head_i)
         if self._core.policy == lay.FULL_POLICY_CODES["drop_oldest"]:
-            self._limit = -1  # every send takes the seqlock path
+            self._hot.limit = -1  # every send takes the seqlock path
         else:
-            self._limit = head + self._core.capacity
-        return self._tail - head
+            self._hot.limit = head + self._core.capacity
+        return self._hot.tail - head
 
     def _send_slow(
         self,
@@ -188,9 +163,9 @@ class Producer:
         if core.policy == _DROP_OLDEST:
             self._write_overwriting(data, ends, flags, stream_id, agent_type, ts)
         else:
-            if self._tail + k > self._limit:
+            if self._hot.tail + k > self._hot.limit:
                 self._note_hwm(self._refresh_limit())
-            if self._tail + k > self._limit:
+            if self._hot.tail + k > self._hot.limit:
                 if core.policy == lay.FULL_POLICY_CODES["reject"]:
                     self._count(lay.L_REJECTED)
                     return False
@@ -200,7 +175,7 @@ class Producer:
                     self._count(lay.L_REJECTED)
                     raise
             self._write(data, ends, flags, stream_id, agent_type, ts)
-        self._note_hwm(self._tail - core.words.load(self._head_i))
+        self._note_hwm(self._hot.tail - core.words.load(self._head_i))
         return True
 
     def _wait_for_room(self, k: int, backoff: Backoff, timeout: float | None) -> None:
@@ -215,7 +190,7 @@ class Producer:
         load = core.words.load
         polls = 0
         hysteresis = max(k, core.capacity >> 3)
-        while self._tail + (k if polls == 0 else hysteresis) > self._limit:
+        while self._hot.tail + (k if polls == 0 else hysteresis) > self._hot.limit:
             if not backoff.pause():
                 msg = f"send: ring {core.name!r} stayed full for {timeout} s (producer {self.lane})"
                 raise Timeout(msg)
@@ -224,11 +199,11 @@ class Producer:
                 gone = core.consumer_gone()
                 if gone is not None:
                     raise gone
-            self._limit = load(self._head_i) + core.capacity
+            self._hot.limit = load(self._head_i) + core.capacity
 
     def _write(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
         pack, mm, mask, base, lane = self._pack, self._mm, self._mask, self._base, self.lane
-        t = self._tail
+        t = self._hot.tail
         msg_id = self._msg
         start = 0
         last = len(ends) - 1
@@ -242,9 +217,9 @@ class Producer:
         if last:
             self._count(lay.L_EXTRA_SLOTS, last)
             self._count(lay.L_FRAGMENTED)
-        self._extra += len(ends) - 1
-        self._tail = t + len(ends)
-        self._store(self._tail_i, self._tail)  # release: publishes every fragment at once
+        self._hot.extra += len(ends) - 1
+        self._hot.tail = t + len(ends)
+        self._store(self._tail_i, self._hot.tail)  # release: publishes every fragment at once
 
     def _write_overwriting(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
         """drop_oldest: overwrite whatever is there, seqlock-style, so a reader can tell.
@@ -255,7 +230,7 @@ class Producer:
         """
         pack, mm, mask, base = self._pack, self._mm, self._mask, self._base
         w = self._core.words
-        t = self._tail
+        t = self._hot.tail
         start = 0
         last = len(ends) - 1
         for i, end in enumerate(ends):
@@ -270,9 +245,9 @@ class Producer:
         if last:
             self._count(lay.L_EXTRA_SLOTS, last)
             self._count(lay.L_FRAGMENTED)
-        self._extra += len(ends) - 1
-        self._tail = t + len(ends)
-        self._store(self._tail_i, self._tail)
+        self._hot.extra += len(ends) - 1
+        self._hot.tail = t + len(ends)
+        self._store(self._tail_i, self._hot.tail)
 
     def _count(self, word: int, n: int = 1) -> None:
         # Producer-owned statistics word: single writer, no ordering needed.
@@ -363,14 +338,14 @@ class Producer:
                 continue
             self._copy_rows(rows[sent : sent + k], ends is not None, width)
             sent += k
-            self._store(self._tail_i, self._tail)  # release: publishes the k rows at once
+            self._store(self._tail_i, self._hot.tail)  # release: publishes the k rows at once
         if ends is None:
             return sent
         return int(np.searchsorted(ends, sent, side="right"))
 
     def _rows_that_fit(self, sent: int, total: int, ends: NDArray[np.intp] | None) -> int:
         """How many rows from ``sent`` fit in the room known now, ending on a message boundary."""
-        k = min(self._limit - self._tail, total - sent)
+        k = min(self._hot.limit - self._hot.tail, total - sent)
         if ends is not None and k > 0:
             j = int(np.searchsorted(ends, sent + k, side="right")) - 1
             k = int(ends[j]) - sent if j >= 0 and ends[j] > sent else 0
@@ -391,7 +366,7 @@ class Producer:
         src = np.ascontiguousarray(rows).view(np.uint8).reshape(k, lay.SLOT_SIZE)
         head = np.ascontiguousarray(src[:, : lay.SLOT_HEADER_SIZE])
         hdr = head.view(lay.HEADER_DTYPE).reshape(k)
-        t = self._tail
+        t = self._hot.tail
         flags = hdr["flags"]
         if fragments:
             flags &= lay.FLAG_TEXT | lay.FLAG_FIRST | lay.FLAG_CONTINUES
@@ -416,8 +391,8 @@ class Producer:
         if long:
             self._count(lay.L_EXTRA_SLOTS, k - messages)
             self._count(lay.L_FRAGMENTED, long)
-        self._extra += k - messages
-        self._tail = t + k
+        self._hot.extra += k - messages
+        self._hot.tail = t + k
 
     def _send_array_overwriting(self, rows: NDArray[np.void]) -> int:
         from ._batch import messages_from_rows
@@ -435,7 +410,7 @@ class Producer:
         if self._closed:
             return
         self._closed = True
-        self._limit = -1
+        self._hot.limit = -1
         if self._finalizer.detach() is not None and not self._core.closed:
             self._core.close_lane(self.lane)
 
