@@ -6,25 +6,25 @@ Split from ``_engine`` because it is one mechanism seen from both ends. At a gra
 graph, a finished invocation whose lossless consumer is full becomes its node's *blocked
 flush* (``_fits`` / ``_block``): no worker waits with it, and when a consumer makes room
 (``_retry_later``, ``poller_popped``) ``_settle`` flushes it and claims again. Queue peaks warn
-at the soft limit. ``BackpressureMixin`` is a base class of ``Engine``; its methods work on the
-engine's own state, under the same lock. ``accept`` is a hot path: keep it free of extra calls.
+at the soft limit. ``BackpressureMixin`` is one layer of ``Engine`` (see
+``_engine_common.EngineState``), on the engine's own state and lock. ``accept`` is a hot path:
+keep it free of extra calls.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._timestamps import TS_UNSET, ts_name
 from ..errors import ClosedError, DeadlockError, GraphCancelled, StateError, Timeout, UsageError, WouldBlock
+from ._closing import ClosingMixin
 from ._engine_common import _is_power_of_two
 from ._lifecycle import RUNNING, STATE_NAMES
 
 if TYPE_CHECKING:
-    from ..errors import KernelError
     from ..kernels._context import Context
     from ..packets import Packet
     from ._engine_common import Submission, Work
@@ -33,40 +33,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("flowplex.graph")
 
 
-class BackpressureMixin:
-    """Limits, admission and blocked flushes of ``Engine`` (a base class of it)."""
-
-    if TYPE_CHECKING:
-        # What these methods use from the rest of the engine (mypy checks it against ``Engine``).
-        lock: threading.Lock
-        edges: dict[str, Edge]
-        state: int
-        error: KernelError | None
-        cancelled: bool
-        halted: bool
-        queued: int
-        queued_bytes: int
-        limit_packets: int
-        limit_bytes: int
-        soft_limit: int
-        blocked_nodes: set[Node]
-        _retry: list[Node]
-
-        def schedule(self, node: Node, out: list[Submission]) -> None: ...
-        def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None: ...
-        def raise_if_failed(self) -> None: ...
-        def _flush(self, node: Node, ctx: Context, subs: list[Submission],
-                   calls: list[tuple[Callable[[Packet], object], Packet]]) -> bool: ...
-        def _deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet], subs: list[Submission]) -> None: ...
-        def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission],
-                     calls: list[tuple[Callable[[Packet], object], Packet]]) -> None: ...
-        def _dispatch(self, subs: list[Submission],
-                      calls: list[tuple[Callable[[Packet], object], Packet]]) -> None: ...
-        def _try_close(self, node: Node, subs: list[Submission]) -> None: ...
-        def _bump(self) -> None: ...
-        def pump_step(self) -> bool: ...
-        def idle(self) -> bool: ...
-        def wait_change(self, deadline: float | None) -> None: ...
+class BackpressureMixin(ClosingMixin):
+    """Limits, admission and blocked flushes of ``Engine`` (a layer of it)."""
 
     # -- blocked flushes ------------------------------------------------------------------------
 

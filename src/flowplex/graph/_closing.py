@@ -4,56 +4,29 @@ Split from ``_engine`` because closing is its own protocol: a node closes once i
 inputs are closed and drained (a source: once it called ``source_done``; any node: once the
 graph failed or was cancelled), its ``close`` flushes like a last invocation, and its output
 edges then close the downstream ports in turn, until every node is closed and the graph is
-TERMINATED. ``ClosingMixin`` is a base class of ``Engine``; its
-methods work on the engine's own state, under the same lock.
+TERMINATED. ``ClosingMixin`` is one layer of ``Engine``
+(see ``_engine_common.EngineState``), on the engine's own state and lock.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._timestamps import TS_DONE
 from ..kernels._context import PHASE_CLOSE, CloseReason
 from ._engine_common import _describe, _output_type_error
-from ._lifecycle import DRAINING, RUNNING, TERMINATED
+from ._lifecycle import DRAINING, RUNNING, TERMINATED, LifecycleMixin
 
 if TYPE_CHECKING:
-    from ..errors import KernelError
     from ..kernels._context import Context
     from ..packets import Packet
     from ._engine_common import Submission
     from ._nodes import Edge, Node
 
 
-class ClosingMixin:
-    """Node closing, edge closing and termination of ``Engine`` (a base class of it)."""
-
-    if TYPE_CHECKING:
-        # What these methods use from the rest of the engine (mypy checks it against ``Engine``).
-        lock: threading.Lock
-        nodes: list[Node]
-        graph_inputs: list[Edge]
-        state: int
-        error: KernelError | None
-        cancelled: bool
-        halted: bool
-        timed: bool
-        busy: int
-
-        def run(self, arg: object) -> None: ...
-        def schedule(self, node: Node, out: list[Submission]) -> None: ...
-        def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None: ...
-        def _timed_call(self, node: Node, ctx: Context,
-                        fn: Callable[[Context], None]) -> tuple[Exception | None, str]: ...
-        def _flush(self, node: Node, ctx: Context, subs: list[Submission],
-                   calls: list[tuple[Callable[[Packet], object], Packet]]) -> bool: ...
-        def _publish(self, edge: Edge, b: int, calls: list[tuple[Callable[[Packet], object], Packet]]) -> None: ...
-        def _dispatch(self, subs: list[Submission],
-                      calls: list[tuple[Callable[[Packet], object], Packet]]) -> None: ...
-        def _drop_blocked(self) -> None: ...
-        def _bump(self) -> None: ...
+class ClosingMixin(LifecycleMixin):
+    """Node closing, edge closing and termination of ``Engine`` (a layer of it)."""
 
     def _try_close(self, node: Node, subs: list[Submission]) -> None:
         """Start closing ``node`` if it may; lock held. Closing runs on the node's executor."""

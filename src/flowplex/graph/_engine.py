@@ -7,12 +7,12 @@ timestamp, and ``_finish`` flushes staged output in claim order.
 
 ``Engine`` keeps the per-packet data path here, hot paths included (``schedule``, ``_run_hop``,
 ``_deliver_solo``, ``_hand_over``). The rest of the scheduler lives in base classes, one concern
-per module, all on the same state and lock:
+per module, each a subclass of the next, all on the same state and lock:
 
 - ``_backpressure.BackpressureMixin``: limits, send admission (``accept``), blocked flushes;
 - ``_closing.ClosingMixin``: closing nodes and edges, termination;
 - ``_lifecycle.LifecycleMixin``: states, the first error, waits, pause, cancel, stall errors;
-- ``_engine_common``: the work tuples and failure-text helpers they share.
+- ``_engine_common.EngineState``: the state they share, the work tuples, failure-text helpers.
 
 Names that moved out (the states, ``Submission``, ``Work``, ``WAIT_SLICE_S``) are re-exported
 here (``X as X``), so ``from ._engine import RUNNING, Engine`` keeps working.
@@ -31,7 +31,6 @@ from ..errors import KernelError
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
 from ..packets import Packet, _thread_cow_counts, type_name
 from ._backpressure import BackpressureMixin
-from ._closing import ClosingMixin
 from ._engine_common import Submission as Submission
 from ._engine_common import Work as Work
 from ._engine_common import _describe, _is_power_of_two, _output_type_error
@@ -42,7 +41,6 @@ from ._lifecycle import RUNNING as RUNNING
 from ._lifecycle import STATE_NAMES as STATE_NAMES
 from ._lifecycle import TERMINATED as TERMINATED
 from ._lifecycle import WAIT_SLICE_S as WAIT_SLICE_S
-from ._lifecycle import LifecycleMixin
 from ._nodes import BATCH, SYNC, SYNC_SET, Edge, InPort, Node, batch_plan, ready_ts, sync_set_group, sync_ts
 from ._timers import Timers
 
@@ -53,7 +51,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("flowplex.graph")
 
 
-class Engine(BackpressureMixin, ClosingMixin, LifecycleMixin):
+class Engine(BackpressureMixin):
     """Scheduling state and algorithms of one graph (the public facade is ``Graph``)."""
 
     def __init__(self, nodes: list[Node], edges: dict[str, Edge], graph_inputs: list[str],

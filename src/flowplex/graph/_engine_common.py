@@ -1,26 +1,108 @@
-"""Small pieces every scheduler module shares: the shape of claimed work and failure text.
+"""What every scheduler module shares: the engine's state, the shape of claimed work, failure text.
 
-A leaf module (it imports no other engine module) so that ``_engine`` and its mixins
-(``_backpressure``, ``_closing``, ``_lifecycle``) can all use it without an import cycle.
+A leaf module (it imports no other engine module at run time) so that ``_engine`` and its
+base classes (``_backpressure``, ``_closing``, ``_lifecycle``) can all use it without an
+import cycle.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..packets import type_name
 
 if TYPE_CHECKING:
-    from ..executors import Executor
+    from ..errors import KernelError
+    from ..executors import DelegatingExecutor, Executor
     from ..kernels._context import Context
     from ..packets import Packet
-    from ._nodes import Node
+    from ._nodes import Edge, InPort, Node
+    from ._timers import Timers
 
 Submission = tuple["Executor", Callable[[object], None], object]
 """One claimed task: ``executor.submit(task, arg)``, called once the engine lock is released."""
 Work = tuple[list[Submission], list[tuple[Callable[["Packet"], object], "Packet"]]]
 """Claimed tasks and observer calls, to run outside the lock (``Engine.accept`` returns one)."""
+Calls = list[tuple[Callable[["Packet"], object], "Packet"]]
+"""Observer calls collected under the lock, made after it is released."""
+
+
+class EngineState:
+    """The state of one graph's scheduler, and the data-path methods its layers call.
+
+    ``Engine`` is built in layers, one concern per module, each a subclass of the one below:
+    ``EngineState`` → ``LifecycleMixin`` → ``ClosingMixin`` → ``BackpressureMixin`` →
+    ``Engine``. A chain rather than mixins side by side, because the compiled build (mypyc,
+    see ``setup.py``) supports single inheritance only. ``Engine.__init__`` sets every
+    attribute declared here; the methods below are the ones a lower layer calls on a higher
+    one, and ``Engine`` defines them all.
+    """
+
+    lock: threading.Lock
+    changed: threading.Condition
+    nodes: list[Node]
+    edges: dict[str, Edge]
+    graph_inputs: list[Edge]
+    executors: list[Executor]
+    delegating: list[DelegatingExecutor]
+    _pump_gate: threading.Lock
+    _pump_cursor: int
+    state: int
+    error: KernelError | None
+    error_text: str
+    cancelled: bool
+    paused: bool
+    halted: bool
+    waiters: int
+    _run: Callable[[object], None]
+    stats_level: str
+    started_ns: int
+    timed: bool
+    watchdog_ns: int
+    tracer: Callable[[str, str, int, int, int], None] | None
+    busy: int
+    queued: int
+    queued_bytes: int
+    limit_packets: int
+    limit_bytes: int
+    count_pollers: bool
+    soft_limit: int
+    blocked_nodes: set[Node]
+    _retry: list[Node]
+    wakeup: Callable[[], None] | None
+    _timers: Timers | None
+
+    def run(self, arg: object) -> None:
+        raise NotImplementedError
+
+    def schedule(self, node: Node, out: list[Submission]) -> None:
+        raise NotImplementedError
+
+    def _timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[Exception | None, str]:
+        raise NotImplementedError
+
+    def _flush(self, node: Node, ctx: Context, subs: list[Submission], calls: Calls) -> bool:
+        raise NotImplementedError
+
+    def _deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet], subs: list[Submission]) -> None:
+        raise NotImplementedError
+
+    def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission], calls: Calls) -> None:
+        raise NotImplementedError
+
+    def _publish(self, edge: Edge, b: int, calls: Calls) -> None:
+        raise NotImplementedError
+
+    def _dispatch(self, subs: list[Submission], calls: Calls) -> None:
+        raise NotImplementedError
+
+    def _drop_blocked(self) -> None:
+        raise NotImplementedError
+
+    def force_close_all(self) -> None:
+        raise NotImplementedError
 
 
 def _is_power_of_two(n: int) -> bool:

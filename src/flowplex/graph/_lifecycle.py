@@ -2,25 +2,22 @@
 
 Split from ``_engine`` so that the scheduler core holds only the data path (claim → run → flush
 → deliver). What is here runs on host calls (``Graph.wait_done``, ``cancel``, ``pause``) or on
-rare transitions, never once per packet. ``LifecycleMixin`` is a base class of ``Engine``; its
-methods work on the engine's own state, under the same lock.
+rare transitions, never once per packet. ``LifecycleMixin`` is one layer of ``Engine``
+(see ``_engine_common.EngineState``), on the engine's own state and lock.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from .._timestamps import ts_name
 from ..errors import DeadlockError, FlowplexError, KernelError, Timeout
+from ._engine_common import EngineState
 
 if TYPE_CHECKING:
-    from ..executors import DelegatingExecutor, Executor
     from ._nodes import Node
-    from ._timers import Timers
 
 log = logging.getLogger("flowplex.graph")
 
@@ -35,32 +32,8 @@ WAIT_SLICE_S: Final = 0.05
 """Longest single condition wait: blocking calls wake this often (Ctrl-C, stall checks)."""
 
 
-class LifecycleMixin:
-    """Errors, waiting, pausing, cancelling and stall diagnosis of ``Engine`` (a base class of it)."""
-
-    if TYPE_CHECKING:
-        # What these methods use from the rest of the engine (mypy checks it against ``Engine``).
-        lock: threading.Lock
-        changed: threading.Condition
-        nodes: list[Node]
-        executors: list[Executor]
-        delegating: list[DelegatingExecutor]
-        _pump_gate: threading.Lock
-        _pump_cursor: int
-        state: int
-        error: KernelError | None
-        error_text: str
-        cancelled: bool
-        paused: bool
-        halted: bool
-        waiters: int
-        busy: int
-        blocked_nodes: set[Node]
-        wakeup: Callable[[], None] | None
-        _timers: Timers | None
-
-        def _drop_blocked(self) -> None: ...
-        def force_close_all(self) -> None: ...
+class LifecycleMixin(EngineState):
+    """Errors, waiting, pausing, cancelling and stall diagnosis of ``Engine`` (a layer of it)."""
 
     # -- errors -------------------------------------------------------------------------------
 
