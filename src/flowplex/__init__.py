@@ -11,6 +11,7 @@ import importlib
 import sys
 from typing import TYPE_CHECKING, Final
 
+from . import _native
 from . import errors as errors
 from ._log import LogLevel as LogLevel
 from ._log import set_log_callback as set_log_callback
@@ -34,6 +35,7 @@ from .errors import UnknownPortError as UnknownPortError
 from .errors import UsageError as UsageError
 from .errors import WouldBlock as WouldBlock
 
+_native.use_sources_if_needed()  # before any compiled module loads (see _native)
 if TYPE_CHECKING:
     from ._events import DoneEvent as DoneEvent
     from ._events import OutputEvent as OutputEvent

@@ -437,6 +437,21 @@ def schema() -> None:
 
 
 @app.command()
+def info() -> None:
+    """Print the version, Python and which compiled speed-ups this install uses."""
+    import platform
+
+    import flowplex
+    from flowplex import _native
+    from flowplex.transport import _accel
+
+    typer.echo(f"flowplex {flowplex.__version__} on Python {platform.python_version()} ({sys.platform})")
+    typer.echo(f"scheduler: {_native.mode}")
+    transport = "compiled (C)" if _accel.fast is not None else "source (pure Python)"
+    typer.echo(f"ring transport: {transport}")
+
+
+@app.command()
 def demo(
     duration: Annotated[float, typer.Option(help="Seconds to run before stopping by itself.")] = 20.0,
     mode: Annotated[str, typer.Option(help="panes, log, or auto (panes on a terminal).")] = "auto",

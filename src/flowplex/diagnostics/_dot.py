@@ -127,7 +127,7 @@ def to_dot(graph: Graph, view: str | DotView = DotView.TOPOLOGY) -> str:
     window: Window | None = None
     analysis: Analysis | None = None
     if v is not DotView.TOPOLOGY:
-        window = window_for(graph._engine, v.value, stats)
+        window = window_for(graph, v.value, stats)
         policies: dict[str, str] = {n.name: n.input_policy.type for n in plan.spec.nodes}
         analysis = analyse(stats, window, policies)
     routes = _route_counters(graph, plan)

@@ -95,7 +95,7 @@ def _went_backwards(old: GraphStats, new: GraphStats) -> bool:
 def window_for(owner: object, view: str, stats: GraphStats) -> Window:
     """The window of ``view`` for this export, and move the view's baseline to ``stats``.
 
-    ``owner`` identifies the graph (its engine); ``stats.started_ns`` identifies the run when
+    ``owner`` identifies the graph (the ``Graph``); ``stats.started_ns`` identifies the run when
     the engine records it (otherwise a counter going backwards reveals a reset).
     """
     with _lock:
