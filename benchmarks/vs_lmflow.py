@@ -205,6 +205,10 @@ def main() -> None:
 
     print(f"# flowplex {flowplex.__version__} vs lm-lmflow {lmflow.__version__}; Python {platform.python_version()}; "
           f"{os.cpu_count()} CPUs; {platform.machine()}")
+    from flowplex import _native
+
+    flowplex.Graph  # noqa: B018  (loads the scheduler, so the mode below is the one measured)
+    print(f"# flowplex scheduler: {_native.mode} (FLOWPLEX_PURE_PYTHON=1 measures the Python sources)")
     print("# flowplex runs every row on its default executor (the calling thread); lm-lmflow on a")
     print("# DelegatingExecutor pumped by the host thread ('host thread') or on its default thread pool.")
     print(f"{'workload':<52} {'flowplex':>12} {'lm-lmflow':>12} {'unit':<10} {'ratio':>8}")

@@ -114,3 +114,16 @@ def test_engine_tests_pass_on_the_sources() -> None:
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     assert " passed" in result.stdout.splitlines()[-1]
+
+
+def test_flowplex_info_reports_what_loads() -> None:
+    def info(env: dict[str, str]) -> list[str]:
+        result = subprocess.run([sys.executable, "-c", "from flowplex.cli import main; main()", "info"],
+                                capture_output=True, text=True, timeout=60, env={**os.environ, **env}, check=True)
+        return result.stdout.splitlines()
+
+    lines = info({"FLOWPLEX_PURE_PYTHON": "1"})
+    assert lines[0].startswith("flowplex 0.")
+    assert lines[1:] == ["scheduler: source: FLOWPLEX_PURE_PYTHON is set", "ring transport: source (pure Python)"]
+    expected = "scheduler: compiled" if COMPILED_HERE else "scheduler: source: not compiled in this install"
+    assert info({"FLOWPLEX_PURE_PYTHON": "0"})[1] == expected
