@@ -314,3 +314,25 @@ def test_sources_may_not_run_on_a_delegating_executor() -> None:
 executors: [{ name: host, type: DelegatingExecutor }]
 nodes: [{ name: s, executor: host, kernel: SrcCount, output_ports: [n] }]
 """)
+
+
+def test_context_helpers_convert_like_the_python_builtins() -> None:
+    # These arguments go through int()/float()/str(), as documented, in the compiled build too
+    # (where annotated parameters are checked on entry): a float delta, an IntEnum level, a
+    # non-str message, a numeric string delay, and "abc" as a delay is a ValueError.
+    @flowplex.kernel("SrcLenientArgs")
+    class SrcLenientArgs(flowplex.Kernel):
+        def process(self, cc: flowplex.Context) -> None:
+            cc.counter_add("hits", 2.0)
+            cc.log(flowplex.LogLevel.INFO, 42)
+            cc.set_error(404)
+            if cc.input_timestamp == 0:
+                cc.source_yield("0.001")
+                return
+            cc.source_yield("abc")
+
+    with flowplex.Graph.from_yaml("nodes: [{ name: s, kernel: SrcLenientArgs, output_ports: [y] }]\n") as g:
+        g.start()
+        with pytest.raises(flowplex.KernelError, match=r"\[s\] ValueError: source_yield: delay must be a number"):
+            g.wait_done(timeout=10)
+        assert g.counter_value("hits") == 4

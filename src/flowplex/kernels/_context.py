@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, SupportsFloat, SupportsInt, final
 
 from .._timestamps import TS_POST_STREAM, TS_UNSET
 from .._types import OptionValue
@@ -352,15 +352,15 @@ class Context:
         p = self._info.side_packets.get(name)
         return p if p is not None else Packet()
 
-    def log(self, level: int, msg: str) -> None:
+    def log(self, level: SupportsInt, msg: object) -> None:
         """Send ``msg`` to the log callback, prefixed with ``[node-name]``."""
         self._info.log(int(level), f"[{self._info.name}] {msg}")
 
-    def set_error(self, msg: str) -> None:
+    def set_error(self, msg: object) -> None:
         """Text used for the failure if this callback then raises without a message."""
         self._error_text = str(msg)
 
-    def counter_add(self, name: str, delta: int = 1) -> None:
+    def counter_add(self, name: str, delta: SupportsInt = 1) -> None:
         """Add ``delta`` to the graph-wide named counter ``name``."""
         self._info.counter_add(name, int(delta))
 
@@ -370,7 +370,7 @@ class Context:
         """(Sources) After this invocation, never call ``process`` again; the node closes."""
         self._source_done = True
 
-    def source_yield(self, delay_seconds: float = 0.0) -> None:
+    def source_yield(self, delay_seconds: SupportsFloat | str = 0.0) -> None:
         """(Sources) Nothing to produce now: call ``process`` again after ``delay_seconds``.
 
         No worker thread waits meanwhile. Raises ``ValueError`` for a negative or non-finite
