@@ -31,7 +31,7 @@ sys.path.pop(0)
 
 
 def _source(module: str) -> Path:
-    return HERE / "src" / Path(*module.split(".")).with_suffix(".py")
+    return Path(_native.source_path(module, str(HERE / "src" / "flowplex")))
 
 
 def _mypyc_extensions() -> list[Extension]:

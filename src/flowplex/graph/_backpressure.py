@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._timestamps import TS_UNSET, ts_name
@@ -27,7 +26,7 @@ from ._lifecycle import RUNNING, STATE_NAMES
 if TYPE_CHECKING:
     from ..kernels._context import Context
     from ..packets import Packet
-    from ._engine_common import Submission, Work
+    from ._engine_common import Calls, Submission, Work
     from ._nodes import Edge, InPort, Node
 
 log = logging.getLogger("flowplex.graph")
@@ -81,8 +80,7 @@ class BackpressureMixin(ClosingMixin):
                         "will resume after dequeue", node.block_events, node.name, where)
         return False
 
-    def _flush_pending(self, node: Node, subs: list[Submission],
-                       calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _flush_pending(self, node: Node, subs: list[Submission], calls: Calls) -> None:
         """Flush finished invocations strictly in claim order, stopping at a blocked one."""
         pending = node.pending
         while node.next_flush in pending:
@@ -98,7 +96,7 @@ class BackpressureMixin(ClosingMixin):
             log.info("internal backpressure cleared: producer `%s` resumed after %.0f us", node.name,
                      (time.monotonic() - node.blocked_since) * 1e6)
 
-    def _settle(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _settle(self, subs: list[Submission], calls: Calls) -> None:
         """Retry blocked flushes whose consumers made room; lock held."""
         retry = self._retry
         while retry:
@@ -136,7 +134,7 @@ class BackpressureMixin(ClosingMixin):
     def settle(self) -> None:
         """Retry blocked flushes now, then run what they made ready (outside the lock)."""
         subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        calls: Calls = []
         with self.lock:
             self._settle(subs, calls)
             self._bump()
@@ -176,7 +174,7 @@ class BackpressureMixin(ClosingMixin):
         """
         deadline = None if timeout is None else time.monotonic() + timeout
         subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        calls: Calls = []
         while True:
             with self.lock:
                 if self.state != RUNNING or self.halted or edge.closed:
@@ -235,7 +233,8 @@ class BackpressureMixin(ClosingMixin):
 
     def run_work(self, work: Work) -> None:
         """Run what ``accept`` claimed (inline work runs on this thread)."""
-        self._dispatch(*work)
+        subs, calls = work  # unpacked, not `*work`: compiled, a star call is a generic call
+        self._dispatch(subs, calls)
 
     def _check_can_send(self, edge: Edge) -> None:
         state = self.state

@@ -10,7 +10,6 @@ TERMINATED. ``ClosingMixin`` is one layer of ``Engine``
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from .._timestamps import TS_DONE
@@ -20,8 +19,7 @@ from ._lifecycle import DRAINING, RUNNING, TERMINATED, LifecycleMixin
 
 if TYPE_CHECKING:
     from ..kernels._context import Context
-    from ..packets import Packet
-    from ._engine_common import Submission
+    from ._engine_common import Calls, Submission
     from ._nodes import Edge, Node
 
 
@@ -57,7 +55,7 @@ class ClosingMixin(LifecycleMixin):
         if not text and node.typed_outputs:
             text = _output_type_error(node, ctx)
         subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        calls: Calls = []
         with self.lock:
             if text:
                 for out in ctx._out:
@@ -77,8 +75,7 @@ class ClosingMixin(LifecycleMixin):
             self._bump()
         self._dispatch(subs, calls)
 
-    def _close_edge(self, edge: Edge, subs: list[Submission],
-                    calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _close_edge(self, edge: Edge, subs: list[Submission], calls: Calls) -> None:
         """No more packets on ``edge``: close consumer ports and pollers; lock held."""
         if edge.closed:
             return
@@ -100,7 +97,7 @@ class ClosingMixin(LifecycleMixin):
     def close_graph_input(self, edge: Edge) -> None:
         """Close one graph input port (idempotent)."""
         subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        calls: Calls = []
         with self.lock:
             self._close_edge(edge, subs, calls)
             if self.state == RUNNING and all(e.closed for e in self.graph_inputs):

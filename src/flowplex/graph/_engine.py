@@ -41,11 +41,24 @@ from ._lifecycle import RUNNING as RUNNING
 from ._lifecycle import STATE_NAMES as STATE_NAMES
 from ._lifecycle import TERMINATED as TERMINATED
 from ._lifecycle import WAIT_SLICE_S as WAIT_SLICE_S
-from ._nodes import BATCH, SYNC, SYNC_SET, Edge, InPort, Node, batch_plan, ready_ts, sync_set_group, sync_ts
+from ._nodes import (
+    BATCH,
+    SYNC,
+    SYNC_SET,
+    Edge,
+    InPort,
+    Node,
+    batch_plan,
+    ready_ts,
+    sync_set_group,
+    sync_ts,
+    takes_at_once,
+)
 from ._timers import Timers
 
 if TYPE_CHECKING:
     from ..executors import DelegatingExecutor, Executor
+    from ._engine_common import Calls
     from ._io import Poller
 
 log = logging.getLogger("flowplex.graph")
@@ -287,13 +300,7 @@ class Engine(BackpressureMixin):
                 except BaseException:
                     self._abandon(node, ctx)
                     raise
-        # Release inputs before flushing so downstream take_input sees exclusive payloads.
-        inputs = ctx._in
-        if len(inputs) == 1:
-            inputs[0] = None
-        else:
-            for i in range(len(inputs)):
-                inputs[i] = None
+        _release_inputs(ctx)
         if ctx._batch is not None:
             ctx._batch = None
         if node.typed_outputs and not text:
@@ -343,7 +350,7 @@ class Engine(BackpressureMixin):
 
     def _finish(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
         subs: list[Submission] = []
-        calls: list[tuple[Callable[[Packet], object], Packet]] = []
+        calls: Calls = []
         with self.lock:
             if text:
                 self._fail_invocation(node, ctx, err, text, subs)
@@ -411,20 +418,13 @@ class Engine(BackpressureMixin):
             try:
                 node.kernel.process(ctx)
             except Exception as exc:
-                for i in range(len(ctx._in)):
-                    ctx._in[i] = None
+                _release_inputs(ctx)
                 self._finish(node, ctx, exc, _describe(exc, ctx))
                 return
             except BaseException:
                 self._abandon(node, ctx)
                 raise
-            # Release the inputs before flushing so downstream take_input sees exclusive payloads.
-            inputs = ctx._in
-            if len(inputs) == 1:
-                inputs[0] = None
-            else:
-                for i in range(len(inputs)):
-                    inputs[i] = None
+            _release_inputs(ctx)
             edge = node.out_edge
             port: InPort | None = None
             poller: Poller | None = None
@@ -450,9 +450,8 @@ class Engine(BackpressureMixin):
                     node.next_flush = ctx.seq + 1
                     ctx._done = None
                     node.contexts.append(ctx)
-                    if edge is None:
-                        self.busy -= 1
-                    else:
+                    self.busy -= 1  # this invocation is done (a hand-over below counts the next one)
+                    if edge is not None:
                         # What ``_deliver`` does for one packet, up to where it lands.
                         p = staged.pop()
                         node.packets_out += 1
@@ -462,7 +461,6 @@ class Engine(BackpressureMixin):
                             edge.published = b
                     if poller is not None:
                         # A graph output that only one unbounded poller reads.
-                        self.busy -= 1
                         poller._queue.append(p)
                         if self.count_pollers:
                             self.queued += 1
@@ -471,23 +469,9 @@ class Engine(BackpressureMixin):
                         if b > port.bound:
                             port.bound = b
                         consumer = port.node
-                        if (consumer.fast1 is port and not port.queue and not consumer.in_flight
-                                and consumer.claimable and not consumer.blocked):
-                            # ``_hand_over``, inlined; this invocation's `busy` passes on.
-                            nxt = consumer.contexts.pop()
-                            nxt._ts = ts
-                            nxt._phase = PHASE_PROCESS
-                            nxt._in[0] = p
-                            if port.closed:
-                                nxt._done = [True]
-                            nxt.seq = consumer.seq
-                            consumer.seq += 1
-                            consumer.in_flight = 1
-                            consumer.packets_in += 1
-                            if not port.peak:
-                                port.peak = 1
+                        if takes_at_once(consumer, port):
+                            nxt = self._hand_over(consumer, port, p, ts)
                         else:
-                            self.busy -= 1
                             q = port.queue
                             q.append(p)
                             self.queued += 1
@@ -560,10 +544,9 @@ class Engine(BackpressureMixin):
         if b > edge.published:
             edge.published = b
         node = port.node
-        if (n == 1 and node.fast1 is port and not q and not node.in_flight and node.claimable and not node.blocked
-                and not self.halted):
+        if n == 1 and not self.halted and takes_at_once(node, port):
             # ``schedule`` would pop the packet at once: hand it to the consumer directly.
-            subs.append((node.executor, self._run, self._hand_over(node, port, packets[0])))
+            subs.append((node.executor, self._run, self._hand_over(node, port, packets[0], last)))
             return
         q.extend(packets)
         self.queued += n
@@ -573,15 +556,16 @@ class Engine(BackpressureMixin):
             self._new_peak(edge, port)
         self.schedule(node, subs)
 
-    def _hand_over(self, node: Node, port: InPort, p: Packet) -> Context:
-        """Claim ``node`` (idle, ``fast1`` is ``port``, its queue empty) for ``p``; lock held.
+    def _hand_over(self, node: Node, port: InPort, p: Packet, ts: int) -> Context:
+        """Claim ``node`` (idle, ``fast1`` is ``port``, its queue empty) for ``p`` (``ts`` is its
+        timestamp, which every caller has at hand); lock held.
 
         What queueing ``p`` and ``schedule`` would do, without the queue: its counters would
         go up and down again, so only the peak records the depth of 1 (which warns at no soft
-        limit, since limits are at least 1). ``_run_hop`` inlines the same steps.
+        limit, since limits are at least 1).
         """
         ctx = node.contexts.pop()
-        ctx._ts = p._ts
+        ctx._ts = ts
         ctx._phase = PHASE_PROCESS
         ctx._in[0] = p
         if port.closed:
@@ -614,7 +598,7 @@ class Engine(BackpressureMixin):
             if other is not node:
                 self._try_close(other, subs)
 
-    def call_observers(self, calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def call_observers(self, calls: Calls) -> None:
         for fn, packet in calls:
             try:
                 fn(packet)
@@ -622,15 +606,14 @@ class Engine(BackpressureMixin):
                 log.warning("observer %r failed: %r", fn, exc)
         calls.clear()  # hold no packet while downstream work runs (in-place writes need that)
 
-    def _dispatch(self, subs: list[Submission], calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _dispatch(self, subs: list[Submission], calls: Calls) -> None:
         """Outside the lock: call observers, then hand claimed work to executors."""
         if calls:
             self.call_observers(calls)
         for executor, task, arg in subs:
             executor.submit(task, arg)
 
-    def _flush(self, node: Node, ctx: Context, subs: list[Submission],
-               calls: list[tuple[Callable[[Packet], object], Packet]]) -> bool:
+    def _flush(self, node: Node, ctx: Context, subs: list[Submission], calls: Calls) -> bool:
         """Deliver a finished invocation's staging, port by port; caller holds the lock.
 
         Returns False (and delivers nothing) when a lossless consumer has no room: the
@@ -667,8 +650,7 @@ class Engine(BackpressureMixin):
                 self._advance(edge, b, subs, calls)
         return True
 
-    def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission],
-                 calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission], calls: Calls) -> None:
         """Fan ``packets`` out to pollers, observers and consumer queues; lock held."""
         for poller in edge.pollers:
             poller.push_many(packets)
@@ -682,12 +664,11 @@ class Engine(BackpressureMixin):
         for port in edge.consumers:
             q = port.queue
             node = port.node
-            if (n == 1 and node.fast1 is port and not q and not node.in_flight and node.claimable
-                    and not node.blocked and not self.halted):
+            if n == 1 and not self.halted and takes_at_once(node, port):
                 # ``schedule`` would pop the packet at once: hand it over (see ``_hand_over``).
                 if b > port.bound:
                     port.bound = b
-                subs.append((node.executor, self._run, self._hand_over(node, port, packets[0])))
+                subs.append((node.executor, self._run, self._hand_over(node, port, packets[0], last)))
                 continue
             if port.is_back:
                 # A feedback register keeps only the newest value.
@@ -719,8 +700,7 @@ class Engine(BackpressureMixin):
         if b > edge.published:
             self._publish(edge, b, calls)
 
-    def _advance(self, edge: Edge, b: int, subs: list[Submission],
-                 calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _advance(self, edge: Edge, b: int, subs: list[Submission], calls: Calls) -> None:
         """Propagate a bound with no packet (rule 3 of lm-flow's bound propagation)."""
         for port in edge.consumers:
             if not port.is_back and b > port.bound:
@@ -728,7 +708,7 @@ class Engine(BackpressureMixin):
                 self.schedule(port.node, subs)
         self._publish(edge, b, calls)
 
-    def _publish(self, edge: Edge, b: int, calls: list[tuple[Callable[[Packet], object], Packet]]) -> None:
+    def _publish(self, edge: Edge, b: int, calls: Calls) -> None:
         if b <= edge.published:
             return
         edge.published = b
@@ -796,6 +776,14 @@ def _buffer_bytes(packets: tuple[Packet, ...] | list[Packet]) -> int:
         if p._tid == _BUFFER:
             total += p._value.nbytes()  # type: ignore[attr-defined]
     return total
+
+
+def _release_inputs(ctx: Context) -> None:
+    """Drop the invocation's input handles before its output is flushed, so that downstream
+    ``take_input`` sees exclusive payloads (and may write in place)."""
+    inputs = ctx._in
+    for i in range(len(inputs)):
+        inputs[i] = None
 
 
 def _input_type_error(node: Node, ctx: Context) -> str:

@@ -23,10 +23,10 @@ if TYPE_CHECKING:
 
 Submission = tuple["Executor", Callable[[object], None], object]
 """One claimed task: ``executor.submit(task, arg)``, called once the engine lock is released."""
-Work = tuple[list[Submission], list[tuple[Callable[["Packet"], object], "Packet"]]]
-"""Claimed tasks and observer calls, to run outside the lock (``Engine.accept`` returns one)."""
 Calls = list[tuple[Callable[["Packet"], object], "Packet"]]
 """Observer calls collected under the lock, made after it is released."""
+Work = tuple[list[Submission], Calls]
+"""Claimed tasks and observer calls, to run outside the lock (``Engine.accept`` returns one)."""
 
 
 class EngineState:

@@ -60,13 +60,9 @@ class Input:
         engine = self._engine
         if type(ts) is not int:
             ts = _check_ts(ts)
-        subs, calls = engine.accept(self._edge, to_packet(value, ts), timeout=timeout)
+        work = engine.accept(self._edge, to_packet(value, ts), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
-        # ``engine.run_work``, unrolled: this is the hot path of every send.
-        if calls:
-            engine.call_observers(calls)
-        for executor, task, arg in subs:
-            executor.submit(task, arg)
+        engine.run_work(work)
 
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""

@@ -232,6 +232,17 @@ class Node:
         return all(p.closed and not p.queue for p in self.fwd)
 
 
+def takes_at_once(node: Node, port: InPort) -> bool:
+    """Whether ``schedule`` would claim ``node`` for a packet queued on ``port`` at once.
+
+    True when ``port`` is the node's only input under the claim fast path (``fast1``), its
+    queue is empty and the node is idle and claimable: the engine then hands the packet to the
+    node directly instead of queueing it (``Engine._hand_over``), the graph not being halted.
+    """
+    return (node.fast1 is port and not port.queue and not node.in_flight and node.claimable
+            and not node.blocked)
+
+
 def ready_ts(node: Node) -> int | None:
     """The timestamp the node would process next under its policy, or ``None``."""
     policy = node.policy
