@@ -104,6 +104,7 @@ def _load(text: str, name: str | None, file: Path | None) -> GraphPlan:
         buffer_pool_max_bytes=model.buffer_pool_max_bytes,
         stats=stats,
         trace_capacity=model.trace_capacity,
+        strict_ports=model.strict_ports,
         source=name,
     )
     sites = expansion.sites

@@ -191,6 +191,10 @@ class GraphModel(_Model):
     trace_capacity: Count = Field(
         default=0, description="Execution trace ring size (lm-lmflow >= 0.3.3); 0 is off."
     )
+    strict_ports: bool = Field(
+        default=False,
+        description="Make emit/forward to an output index a node lacks an error (default: ignored and counted).",
+    )
 
 
 def json_schema() -> dict[str, Any]:

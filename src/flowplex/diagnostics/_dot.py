@@ -295,7 +295,8 @@ class _Renderer:
                 f"stats {self.level}, processed {n.processed}, "
                 f"avg {fmt_duration_us(avg) if avg is not None else 'n/a'}, "
                 f"in {n.packets_in}, out {n.packets_out}, errors {n.errors}, queued {n.queued}, "
-                f"CoW {n.copies} copies, hotspot rank {f'#{rank}' if rank else 'none'}, "
+                f"CoW {n.copies} copies, {n.ignored_emits} ignored emits, "
+                f"hotspot rank {f'#{rank}' if rank else 'none'}, "
                 f"pressure path {'true' if pressure else 'false'}")
 
     def route_lines(self, spec: NodeSpec) -> list[str]:
@@ -333,6 +334,8 @@ class _Renderer:
         delta = w.nodes.get(n.node_name)
         if self.level == "off":
             lines.append(state + (f" · {n.errors} err" if n.errors else ""))
+            if n.ignored_emits:
+                lines.append(f"ignored emits {n.ignored_emits}")
             if n.queued:
                 lines.append(f"queue {n.queued} pkts")
         elif not self.diag and node_is_quiet(n):
@@ -363,6 +366,8 @@ class _Renderer:
                 lines.append(f"bp {n.block_events}{TIMES} (+{delta.block_events if delta else 0})")
             if self.diag and n.copies:
                 lines.append(f"CoW {n.copies} copies")
+            if n.ignored_emits:
+                lines.append(f"ignored emits {n.ignored_emits}")
         if self.diag and n.ports:
             lines.append("ports:")
             lines += [self.port_line(n, k) for k in range(len(n.ports))]

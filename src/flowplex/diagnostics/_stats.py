@@ -125,6 +125,9 @@ class NodeStats:
     """How many times the node's flush blocked on a full consumer."""
     copies: int
     """Copy-on-write payload copies made by ``take_input`` (stats ``full``; else 0)."""
+    ignored_emits: int
+    """Emits/forwards to output indexes the node lacks, ignored as lm-flow does (always counted;
+    ``strict_ports: true`` makes them errors instead)."""
     is_source: bool
     """The node has no input ports."""
     ports: tuple[PortStats, ...]
@@ -232,6 +235,12 @@ class GraphStats:
     """Packets in all node input queues."""
     queue_limit: int
     """The global packet watermark graph-input sends wait on; 0 means unlimited."""
+    counted: int
+    """Packets counted against ``queue_limit`` now: node input queues *and* poller queues."""
+    counted_bytes: int
+    """Buffer bytes counted against ``queue_bytes_limit`` (node and poller queues; 0 when unlimited)."""
+    queue_bytes_limit: int
+    """The buffer-byte bound of the default settings (64 MiB); 0 when ``max_queued_packets`` is set."""
     error: str
     """Text of the first error, ``""`` when none."""
     cancelled: bool
@@ -306,6 +315,7 @@ class _RawNode:
     blocked_since: float
     block_events: int
     copies: int
+    ignored_emits: int
     ports: tuple[tuple[InPort, int, int, bool, int], ...]
     """``(port, queued, peak, closed, edge dropped)``."""
 
@@ -320,7 +330,8 @@ def _raw_node(node: Node) -> _RawNode:
         packets_in=node.packets_in, packets_out=node.packets_out, total_ns=node.total_ns, max_ns=node.max_ns,
         hist=tuple(node.hist), running_since=node.running_since,
         blocked=bool(getattr(node, "blocked", False)), blocked_since=float(getattr(node, "blocked_since", 0.0)),
-        block_events=int(getattr(node, "block_events", 0)), copies=int(getattr(node, "copies", 0)), ports=ports,
+        block_events=int(getattr(node, "block_events", 0)), copies=int(getattr(node, "copies", 0)),
+        ignored_emits=node.info.ignored_emits, ports=ports,
     )
 
 
@@ -351,7 +362,8 @@ def collect(graph: Graph) -> GraphStats:
         cancelled = engine.cancelled
         nodes = [_raw_node(n) for n in engine.nodes]
         edges = [_raw_edge(e) for e in engine.edges.values()]
-        limit = int(getattr(engine, "limit_packets", 0) or 0)
+        limit = engine.limit_packets
+        counted, counted_bytes, bytes_limit = engine.queued, engine.queued_bytes, engine.limit_bytes
         started_ns = int(getattr(engine, "started_ns", 0) or 0)
         executor_queued = [_executor_queued(ex) for ex in engine.executors]
     outputs = set(graph.plan.graph_outputs)
@@ -386,7 +398,8 @@ def collect(graph: Graph) -> GraphStats:
     return GraphStats(
         state=_GRAPH_STATES[state], stats_level=level, taken_ns=now_ns, started_ns=started_ns,
         nodes=node_stats, edges=edge_stats, executors=tuple(executor_stats),
-        queued=sum(n.queued for n in node_stats), queue_limit=limit,
+        queued=sum(n.queued for n in node_stats), queue_limit=limit, counted=counted,
+        counted_bytes=counted_bytes if bytes_limit else 0, queue_bytes_limit=bytes_limit,
         error=error_text, cancelled=cancelled,
     )
 
@@ -459,6 +472,7 @@ def _node_stats(raw: _RawNode, graph_state: int, level: str, failed_node: str | 
         blocked_for_us=int((now_mono - raw.blocked_since) * 1e6) if raw.blocked and raw.blocked_since else 0,
         block_events=raw.block_events,
         copies=raw.copies if full else 0,
+        ignored_emits=raw.ignored_emits,
         is_source=node.is_source,
         ports=ports,
     )

@@ -14,8 +14,9 @@ keep it free of extra calls.
 from __future__ import annotations
 
 import logging
+import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .._timestamps import TS_UNSET, ts_name
 from ..errors import ClosedError, DeadlockError, GraphCancelled, StateError, Timeout, UsageError, WouldBlock
@@ -30,6 +31,9 @@ if TYPE_CHECKING:
     from ._nodes import Edge, InPort, Node
 
 log = logging.getLogger("flowplex.graph")
+
+READER_GRACE_S: Final = 1.0
+"""How long a blocked send waits for a poller to be read before calling the graph deadlocked."""
 
 
 class BackpressureMixin(ClosingMixin):
@@ -173,6 +177,7 @@ class BackpressureMixin(ClosingMixin):
         pipeline can then write into the sent array in place.
         """
         deadline = None if timeout is None else time.monotonic() + timeout
+        since = 0.0  # when this send started to wait
         subs: list[Submission] = []
         calls: Calls = []
         while True:
@@ -207,29 +212,56 @@ class BackpressureMixin(ClosingMixin):
                 if not wait:
                     msg = f"graph input `{edge.name}` would block: {self._fullness()}"
                     raise WouldBlock(msg)
-            self._wait_for_room(edge, deadline)
+            if not since:
+                since = time.monotonic()
+            self._wait_for_room(edge, deadline, since)
 
     def _fullness(self) -> str:
         limit = f"limit={self.limit_packets}" if self.limit_packets else "no packet limit"
         extra = f", {self.queued_bytes} buffer bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
         return f"{self.queued} packets queued ({limit}){extra}"
 
-    def _wait_for_room(self, edge: Edge, deadline: float | None) -> None:
-        """One step of a blocked send: pump delegated work, or wait for progress."""
+    def _wait_for_room(self, edge: Edge, deadline: float | None, since: float) -> None:
+        """One step of a blocked send (waiting since ``since``): pump delegated work, or wait
+        for progress; raise ``DeadlockError`` when nothing can ever make room."""
         if self.pump_step():
             return
         with self.lock:
             if self.has_room(edge) or self.halted:
                 return
             if self.idle():
-                msg = (f"graph input `{edge.name}` blocked and nothing can drain the graph: {self._fullness()}; "
-                       "read your pollers (or use bounded ones) or raise max_queued_packets")
-                raise DeadlockError(msg)
+                stall = self._stall_reason(since)
+                if stall:
+                    msg = f"graph input `{edge.name}` blocked and nothing can drain the graph: {stall}"
+                    raise DeadlockError(msg)
             try:
                 self.wait_change(deadline)
             except Timeout:
                 msg = f"send on `{edge.name}` timed out waiting for room: {self._fullness()}"
                 raise Timeout(msg) from None
+
+    def _stall_reason(self, since: float) -> str:
+        """Why a send blocked on an idle graph can never get room ("" while it still may); lock held.
+
+        With nothing running, only the host can make room, by reading a poller that holds
+        packets. The send waits while another thread reads one (inside ``next()``, or took a
+        packet within the last ``READER_GRACE_S``), and for that long after it began to wait
+        (a reader thread may be starting). A backlog held only in node queues cannot drain.
+        """
+        now = time.monotonic()
+        me = threading.get_ident()
+        holding = [p for e in self.edges.values() for p in e.pollers if len(p)]
+        for poller in holding:
+            if poller.readers or (poller.last_reader != me and now - poller.last_read < READER_GRACE_S):
+                return ""
+        if not holding:
+            return f"{self._fullness()}; read your pollers (or use bounded ones) or raise max_queued_packets"
+        if now - since < READER_GRACE_S:
+            return ""
+        held = ", ".join(f"`{p.name}` ({len(p)} packets)" for p in holding)
+        return (f"{self._fullness()}, held by the poller(s) on output {held} that no other thread has read for "
+                f"{now - since:.1f} s; read them from another thread while sending, bound them "
+                "(add_poller(port, capacity=N, overflow=...)), or raise max_queued_packets (0 = unlimited)")
 
     def run_work(self, work: Work) -> None:
         """Run what ``accept`` claimed (inline work runs on this thread)."""

@@ -23,7 +23,7 @@ log = logging.getLogger("flowplex.graph")
 DEFAULT_MAX_QUEUED_PACKETS: Final = 4096
 """Default global watermark when ``max_queued_packets`` is not configured."""
 DEFAULT_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
-"""Default cap on buffer bytes queued in node inputs when ``max_queued_packets`` is not configured."""
+"""Default cap on buffer bytes queued in node inputs and pollers when ``max_queued_packets`` is not configured."""
 
 
 def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
@@ -59,7 +59,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
             raise ConfigError(msg) from exc
         info = NodeInfo(
             name=spec.name, kernel_name=spec.kernel, inputs=inputs, outputs=outputs, options=spec.options,
-            is_source=spec.is_source, counter_add=counter_add, log=log_fn,
+            is_source=spec.is_source, counter_add=counter_add, log=log_fn, strict_ports=plan.spec.strict_ports,
         )
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
         node.in_types = list(contract.input_types)
@@ -99,15 +99,14 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
 def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None:
     """Apply the graph-level settings: watermark, soft limit, stats level, watchdog."""
     if spec.max_queued_packets is None:
-        # flowplex bounds memory by default (lm-lmflow does not): node input queues may hold
-        # at most DEFAULT_MAX_QUEUED_PACKETS packets and DEFAULT_MAX_QUEUED_BYTES of buffers
-        # before graph-input sends wait. Poller queues are the host's own and are not counted.
+        # flowplex bounds memory by default (lm-lmflow does not): node input queues and poller
+        # queues together may hold at most DEFAULT_MAX_QUEUED_PACKETS packets and
+        # DEFAULT_MAX_QUEUED_BYTES of buffers before graph-input sends wait. A poller's queue
+        # counts because a host that reads slowly is the commonest way to fall behind.
         engine.limit_packets = DEFAULT_MAX_QUEUED_PACKETS
         engine.limit_bytes = DEFAULT_MAX_QUEUED_BYTES
-        engine.count_pollers = False
     else:
         engine.limit_packets = spec.max_queued_packets
-        engine.count_pollers = True
     engine.soft_limit = spec.max_queue_size
     for node in nodes:
         node.limited = any(port.capacity for edge in node.out_edges for port in edge.consumers)

@@ -99,13 +99,12 @@ class Engine(BackpressureMixin):
         self.busy = 0
         """Claimed-but-unfinished invocations, pending wakes and running closes."""
         self.queued = 0
-        """Packets in node input queues (and in poller queues when ``count_pollers``)."""
+        """Packets waiting in node input queues and poller queues."""
         self.queued_bytes = 0
-        """Buffer bytes in node input queues (tracked only while ``limit_bytes`` is set)."""
+        """Buffer bytes in node input and poller queues (tracked only while ``limit_bytes`` is set)."""
         self.limit_packets = 0
         """Global watermark checked by graph-input sends; 0 = unlimited."""
         self.limit_bytes = 0
-        self.count_pollers = True
         self.soft_limit = 100
         self.blocked_nodes: set[Node] = set()
         self._retry: list[Node] = []
@@ -462,8 +461,9 @@ class Engine(BackpressureMixin):
                     if poller is not None:
                         # A graph output that only one unbounded poller reads.
                         poller._queue.append(p)
-                        if self.count_pollers:
-                            self.queued += 1
+                        self.queued += 1
+                        if self.limit_bytes and p._tid == _BUFFER:
+                            self.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
                     elif port is not None:
                         # ``_deliver_solo``, then ``schedule`` of the consumer.
                         if b > port.bound:

@@ -67,7 +67,6 @@ class EngineState:
     queued_bytes: int
     limit_packets: int
     limit_bytes: int
-    count_pollers: bool
     soft_limit: int
     blocked_nodes: set[Node]
     _retry: list[Node]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import deque
 from collections.abc import Iterator
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, final
 
 from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
 from ..packets import Packet, clone_owned, to_packet
+from ._engine import _BUFFER, _buffer_bytes
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -95,7 +97,8 @@ class Poller:
     passes (``Timeout``): it never returns ``None`` while the port can still deliver.
     """
 
-    __slots__ = ("_engine", "_queue", "blocks", "capacity", "closed", "dropped", "name", "observe_bounds", "overflow")
+    __slots__ = ("_engine", "_queue", "blocks", "capacity", "closed", "dropped", "last_read", "last_reader", "name",
+                 "observe_bounds", "overflow", "readers")
 
     OVERFLOW_POLICIES = ("block", "drop_oldest", "drop_newest", "latest")
 
@@ -124,27 +127,44 @@ class Poller:
         self.dropped = 0
         self._queue: deque[Packet] = deque()
         self.closed = False
+        # Who reads this poller: a blocked ``send`` waits (rather than calling the graph
+        # deadlocked) while another thread drains a poller that holds the backlog.
+        self.readers = 0
+        """Threads inside ``next()`` right now (lock held to change)."""
+        self.last_read = 0.0
+        """``time.monotonic()`` of the last packet taken (0.0: never)."""
+        self.last_reader = 0
+        """``threading.get_ident()`` of the thread that took it."""
 
     # engine side (lock held)
     def push_many(self, packets: list[Packet]) -> None:
-        """Append delivered packets, applying the overflow policy of a bounded poller."""
+        """Append delivered packets, applying the overflow policy of a bounded poller.
+
+        Queued packets (and their buffer bytes) count toward the graph's limits, like packets
+        in node queues: a host that reads slowly makes ``send`` wait instead of growing memory.
+        """
         q = self._queue
-        before = len(q)
+        engine = self._engine
         cap = self.capacity
         if not cap or self.blocks:
             q.extend(packets)
-        elif self.overflow == "drop_newest":
+            engine.queued += len(packets)
+            if engine.limit_bytes:
+                engine.queued_bytes += _buffer_bytes(packets)
+            return
+        removed: list[Packet] = []  # queued packets pushed out by the newcomers
+        if self.overflow == "drop_newest":
             room = max(0, cap - len(q))
-            q.extend(packets[:room])
-            self._count_drops(len(packets) - room)
+            added, lost = packets[:room], packets[room:]
+            q.extend(added)
         else:  # drop_oldest / latest: the newest win
+            added = packets
             q.extend(packets)
-            excess = len(q) - cap
-            for _ in range(max(0, excess)):
-                q.popleft()
-            self._count_drops(max(0, excess))
-        if self._engine.count_pollers:
-            self._engine.queued += len(q) - before
+            removed = lost = [q.popleft() for _ in range(max(0, len(q) - cap))]
+        engine.queued += len(added) - len(removed)
+        if engine.limit_bytes:
+            engine.queued_bytes += _buffer_bytes(added) - _buffer_bytes(removed)
+        self._count_drops(len(lost))
 
     def _count_drops(self, n: int) -> None:
         if n <= 0:
@@ -160,8 +180,7 @@ class Poller:
         marker = Packet()
         marker._ts = ts
         self._queue.append(marker)
-        if self._engine.count_pollers:
-            self._engine.queued += 1
+        self._engine.queued += 1
 
     def reset(self) -> None:
         """Forget everything (``Graph.reset``)."""
@@ -184,12 +203,18 @@ class Poller:
         return p
 
     def _pop(self) -> Packet:
+        """Take the oldest packet for the host; lock held."""
         engine = self._engine
         p = self._queue.popleft()
-        if engine.count_pollers:
-            engine.queued -= 1
+        engine.queued -= 1
+        if engine.limit_bytes and p._tid == _BUFFER:
+            engine.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
+        self.last_read = time.monotonic()
+        self.last_reader = threading.get_ident()
         if self.blocks:
             engine.poller_popped(self.name)
+        elif engine.waiters:
+            engine.changed.notify_all()  # a send waiting for room may go on
         return p if p._value is None else clone_owned(p)
 
     def next(self, timeout: float | None = None) -> Packet | None:
@@ -201,6 +226,24 @@ class Poller:
         """
         engine = self._engine
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
+        with engine.lock:
+            p = self._pop() if self._queue else None
+            if p is None:
+                engine.raise_if_failed()
+                self.readers += 1  # waiting on this poller: senders see someone reads it
+        if p is not None:
+            if engine.has_retry():
+                engine.settle()
+            return p
+        try:
+            return self._wait_next(deadline, timeout)
+        finally:
+            with engine.lock:
+                self.readers -= 1
+
+    def _wait_next(self, deadline: float | None, timeout: float | None) -> Packet | None:
+        """``next()`` once the queue was empty: pump delegated work or wait for a packet."""
+        engine = self._engine
         while True:
             with engine.lock:
                 p = self._pop() if self._queue else None

@@ -201,6 +201,7 @@ class Node:
         self.packets_out = 0
         self.copies = 0
         """Copy-on-write copies made inside ``process`` (stats ``full``)."""
+        self.info.ignored_emits = 0
         self.total_ns = 0
         self.max_ns = 0
         self.hist = [0] * 32

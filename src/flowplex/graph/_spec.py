@@ -157,5 +157,7 @@ class GraphSpec:
     stats: StatsLevel = "basic"
     trace_capacity: int = 0
     """Size of the execution-trace event ring (lm-lmflow 0.3.3's ``trace_capacity``); 0 is off."""
+    strict_ports: bool = False
+    """An ``emit``/``forward`` to an output index the node lacks raises (else: ignored, counted)."""
     source: str | None = None
     """The file the graph was loaded from, if any (for messages)."""

@@ -7,7 +7,9 @@ the staging after the callback returns. Method names are lm-flow's, kept verbati
 
 from __future__ import annotations
 
+import logging
 import math
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, SupportsFloat, SupportsInt, final
@@ -24,6 +26,11 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
 __all__ = ["CloseReason", "Context", "NodeInfo"]
+
+log = logging.getLogger("flowplex.kernels")
+
+_ignored_lock = threading.Lock()
+"""Guards ``NodeInfo.ignored_emits`` (a rare path: a kernel writing to a port it lacks)."""
 
 PHASE_OPEN: Final = 0
 PHASE_PROCESS: Final = 1
@@ -59,6 +66,11 @@ class NodeInfo:
     is_source: bool = False
     counter_add: Callable[[str, int], None] = _no_counter
     log: Callable[[int, str], None] = _no_log
+    strict_ports: bool = False
+    """Emits and forwards to an output index the node lacks raise (``strict_ports: true``);
+    else they are ignored, as lm-flow does, and counted in ``ignored_emits``."""
+    ignored_emits: int = 0
+    """Emits, forwards and bounds aimed at output indexes the node does not have."""
 
 
 @final
@@ -213,8 +225,8 @@ class Context:
         """
         out = self._out
         if not 0 <= index < len(out):
-            msg = f"emit: output port index {index} is out of range (num_outputs={len(out)})"
-            raise UsageError(msg)
+            self._no_output("emit", index)
+            return
         if type(value) is Packet and not value._owned:
             value = clone_owned(value)  # never retime a handle other consumers share
         p = to_packet(value, ts)
@@ -241,21 +253,37 @@ class Context:
 
     def _forward_checked(self, in_index: int, out_index: int) -> None:
         out = self._out
-        if not 0 <= out_index < len(out):
-            msg = f"forward: output port index {out_index} is out of range (num_outputs={len(out)})"
-            raise UsageError(msg)
         p = self._in[in_index] if 0 <= in_index < len(self._in) else None
         if p is None:
             msg = f"forward: input port {in_index} has no packet in this invocation"
             raise UsageError(msg)
+        if not 0 <= out_index < len(out):
+            self._no_output("forward", out_index)
+            return
         out[out_index].append(p)
+
+    def _no_output(self, what: str, index: int) -> None:
+        """A write to an output index the node lacks: an error under ``strict_ports``, else
+        ignored like lm-flow does, counted and logged (at the 1st, 2nd, 4th, ... time)."""
+        info = self._info
+        num = len(self._out)
+        if info.strict_ports or index < 0:
+            msg = f"{what}: output port index {index} is out of range (num_outputs={num})"
+            raise UsageError(msg)
+        with _ignored_lock:
+            info.ignored_emits += 1
+            count = info.ignored_emits
+        if count & (count - 1) == 0:
+            log.warning("node `%s`: %s to output port index %d ignored: the node has %d output port(s); "
+                        "%d ignored so far (set strict_ports: true to make this an error)",
+                        info.name, what, index, num, count)
 
     def set_next_timestamp_bound(self, out_index: int, ts: int) -> None:
         """Promise that output ``out_index`` gets nothing earlier than ``ts`` (when it emits
         nothing in this invocation); lets downstream alignment proceed."""
         if not 0 <= out_index < len(self._out):
-            msg = f"set_next_timestamp_bound: output port index {out_index} is out of range"
-            raise UsageError(msg)
+            self._no_output("set_next_timestamp_bound", out_index)
+            return
         if self._bounds is None:
             self._bounds = {}
         self._bounds[out_index] = ts
