@@ -159,3 +159,7 @@ class GraphSpec:
     """Size of the execution-trace event ring (lm-lmflow 0.3.3's ``trace_capacity``); 0 is off."""
     source: str | None = None
     """The file the graph was loaded from, if any (for messages)."""
+    imports: tuple[str, ...] = ()
+    """The kernel code the graph imports (``imports:``, its includes' too, in the order they ran):
+    module names and absolute ``.py`` paths. Building a graph imports them first (a no-op when
+    loading the YAML already did)."""
