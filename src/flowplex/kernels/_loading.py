@@ -90,8 +90,8 @@ def _import_file(path: Path, shown: str, where: str) -> None:
         if name in sys.modules or _loaded_as_module(real):
             return
         spec = importlib.util.spec_from_file_location(name, real)
-        if spec is None or spec.loader is None:  # a `.py` path always has a source loader
-            msg = f"{where}: cannot import file `{shown}`: not a Python source file ({path})"
+        if spec is None or spec.loader is None:  # a path given without the `.py` suffix
+            msg = f"{where}: cannot import file `{shown}`: not a Python source file (name it `.py`) ({path})"
             raise ConfigError(msg)
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module  # before running it: dataclasses and pickle look it up there
