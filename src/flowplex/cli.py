@@ -60,6 +60,10 @@ def packet_value(packet: Any) -> object:
 # -- run ------------------------------------------------------------------------------------------
 
 _SET_HELP = "Override a node option: NODE.OPTION=VALUE (VALUE is YAML: 3, 2.5, true, [1, 2]); repeatable."
+_IMPORT_HELP = (
+    "Import your kernels first: a module name (found in the current directory or on PYTHONPATH) "
+    "or a path to a .py file; repeatable."
+)
 
 
 class _StderrLog(logging.Handler):
@@ -105,6 +109,27 @@ def _fail_at(graph: Path, exc: BaseException, code: int) -> typer.Exit:
 def _usage(message: str) -> typer.Exit:
     typer.echo(f"flowplex: error: {message}", err=True)
     return typer.Exit(2)
+
+
+def import_kernels(targets: list[str]) -> None:
+    """Put the current directory on ``sys.path`` (as ``python -m`` does), then run each ``--import``.
+
+    The directory is added even without ``--import``, so that a graph's ``imports:`` finds
+    modules next to where the command runs, as ``--import`` does. A failure exits 2 with one line.
+    """
+    import os
+
+    from flowplex.errors import ConfigError
+    from flowplex.kernels._loading import import_target
+
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    for target in targets:
+        try:
+            import_target(target, base=Path(cwd), where=f"--import {target}")
+        except ConfigError as exc:
+            raise _fail(exc, 2) from None
 
 
 def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ...], object]:
@@ -248,6 +273,8 @@ def run(
     graph: Annotated[Path, typer.Argument(help="The graph's YAML file.", exists=True, dir_okay=False)],
     overrides: Annotated[list[str] | None, typer.Option("--set", "-s", metavar="NODE.OPTION=VALUE",
                                                         help=_SET_HELP)] = None,
+    imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
+                                                      help=_IMPORT_HELP)] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="Write outputs as JSON lines to this file.")
     ] = None,
@@ -281,6 +308,7 @@ def run(
         msg = f"--dot-view: {exc}"
         raise _usage(msg) from None
     _setup_logging()
+    import_kernels(imports or [])
     g = _load_graph(graph, overrides or [])
     lock = threading.Lock()
     count = 0
@@ -370,6 +398,8 @@ def dot_command(
                                              help="Render to SVG with Graphviz instead of printing DOT.")] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", "-s", metavar="NODE.OPTION=VALUE",
                                                         help=_SET_HELP)] = None,
+    imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
+                                                      help=_IMPORT_HELP)] = None,
 ) -> None:
     """Print a graph as Graphviz DOT (without running it), or render it to SVG."""
     from flowplex.diagnostics import render_svg
@@ -382,6 +412,7 @@ def dot_command(
         msg = f"--view: {exc}"
         raise _usage(msg) from None
     _setup_logging()
+    import_kernels(imports or [])
     g = _load_graph(graph, overrides or [])
     with g:
         text = g.to_dot(view)
@@ -394,12 +425,13 @@ def dot_command(
         raise _fail_at(graph, exc, 1) from None
 
 
-def _check(graph: Path, as_json: bool) -> None:
+def _check(graph: Path, as_json: bool, imports: list[str]) -> None:
     from flowplex.diagnostics import check_config
 
     if not graph.is_file():
         typer.echo(f"flowplex: error: no such graph file: {graph}", err=True)
         raise typer.Exit(2)
+    import_kernels(imports)
     report = check_config(graph)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
@@ -414,18 +446,25 @@ def _check(graph: Path, as_json: bool) -> None:
 def check(
     graph: Annotated[Path, typer.Argument(help="The graph's YAML file.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print lm-flow's check-config JSON report.")] = False,
+    imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
+                                                      help=_IMPORT_HELP)] = None,
 ) -> None:
-    """Validate a graph without running kernels. Exit 0 ok, 1 findings, 2 usage error."""
-    _check(graph, as_json)
+    """Validate a graph without running kernels. Exit 0 ok, 1 findings, 2 usage error.
+
+    The graph's ``imports:`` and ``--import`` run (a failing one is reported); no kernel is created.
+    """
+    _check(graph, as_json, imports or [])
 
 
 @app.command("check-config", hidden=True)
 def check_config_alias(
     graph: Annotated[Path, typer.Argument(help="The graph's YAML file.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON report.")] = False,
+    imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
+                                                      help=_IMPORT_HELP)] = None,
 ) -> None:
     """lm-flow's name for ``check``."""
-    _check(graph, as_json)
+    _check(graph, as_json, imports or [])
 
 
 @app.command()

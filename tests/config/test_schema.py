@@ -34,7 +34,7 @@ ROUTE = (
         ("nodez: []", r"^unknown field `nodez`; did you mean `nodes`\?$"),
         (
             "foo: 1",
-            r"^unknown field `foo`, expected one of `include`, `executors`, `nodes`, .*`trace_capacity`, "
+            r"^unknown field `foo`, expected one of `include`, `imports`, `executors`, `nodes`, .*`trace_capacity`, "
             r"`strict_ports`$",
         ),
         (
@@ -347,7 +347,7 @@ def test_json_schema_covers_route_nodes() -> None:
 
 def test_json_schema_lists_every_top_level_field() -> None:
     assert set(json_schema()["properties"]) == {
-        "include", "executors", "nodes", "subgraphs", "input_ports", "output_ports", "max_queue_size",
+        "include", "imports", "executors", "nodes", "subgraphs", "input_ports", "output_ports", "max_queue_size",
         "max_queued_packets", "watchdog_ms", "buffer_pool_max_bytes", "stats", "stats_timing",
         "trace_capacity", "strict_ports",
     }  # fmt: skip

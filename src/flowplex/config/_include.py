@@ -1,9 +1,10 @@
 """``include``: merge subgraph libraries from other files.
 
-Only the ``subgraphs`` of an included file are used (its nodes, ports and executors are ignored,
-as in lm-flow). Paths are relative to the including file; included files may include others.
-The same file reached twice (a diamond or a cycle) is read once, by canonical path. A subgraph
-name defined in two files is an error naming both.
+Only the ``subgraphs`` and ``imports`` of an included file are used (its nodes, ports and
+executors are ignored, as in lm-flow); its imports run when it is read, relative to it. Paths
+are relative to the including file; included files may include others. The same file reached
+twice (a diamond or a cycle) is read once, by canonical path. A subgraph name defined in two
+files is an error naming both.
 """
 
 from __future__ import annotations
@@ -13,12 +14,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import ConfigError
+from ._imports import run_imports
 from ._marks import parse_document
 from ._paths import Source
 from ._schema import GraphModel, SubgraphModel
 from ._validation import validate_document
 
-__all__ = ["SubgraphEntry", "collect_subgraphs", "read_text"]
+__all__ = ["Library", "SubgraphEntry", "collect_subgraphs", "read_text"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,16 @@ class SubgraphEntry:
 
     model: SubgraphModel
     source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """What the included files contribute."""
+
+    subgraphs: dict[str, SubgraphEntry]
+    """Every subgraph visible from the main document: its own, then included ones."""
+    imports: tuple[str, ...] = ()
+    """The included files' imports, resolved, in the order they ran."""
 
 
 def read_text(path: Path, what: str) -> str:
@@ -47,8 +59,9 @@ def read_text(path: Path, what: str) -> str:
         raise ConfigError(msg) from None
 
 
-def collect_subgraphs(model: GraphModel, source: Source, file: Path | None) -> dict[str, SubgraphEntry]:
-    """Every subgraph visible from the main document: its own, then included ones, depth first.
+def collect_subgraphs(model: GraphModel, source: Source, file: Path | None) -> Library:
+    """Every subgraph visible from the main document (its own, then included ones, depth first),
+    running the included files' ``imports`` on the way.
 
     Args:
         model: The main document.
@@ -56,20 +69,21 @@ def collect_subgraphs(model: GraphModel, source: Source, file: Path | None) -> d
         file: The main file, or ``None`` when loading from text (then ``include`` is an error).
 
     Raises:
-        ConfigError: ``include`` without a file, an unreadable or invalid included file, or a
-            subgraph defined more than once.
+        ConfigError: ``include`` without a file, an unreadable or invalid included file, a
+            subgraph defined more than once, or an included file's import failing.
     """
     library = {name: SubgraphEntry(sub, source) for name, sub in model.subgraphs.items()}
     if not model.include:
-        return library
+        return Library(library)
     if file is None:
         msg = (
             f"{source.prefix(('include',))}include: `include` is only supported when loading from a file "
             "(load_yaml_file / Graph.from_yaml_file); relative paths cannot be resolved from a text string"
         )
         raise ConfigError(msg)
-    _follow(model, source, file, library, {os.path.realpath(file)})
-    return library
+    imports: list[str] = []
+    _follow(model, source, file, library, imports, {os.path.realpath(file)})
+    return Library(library, tuple(imports))
 
 
 def _follow(
@@ -77,6 +91,7 @@ def _follow(
     source: Source,
     file: Path,
     library: dict[str, SubgraphEntry],
+    imports: list[str],
     visited: set[str],
 ) -> None:
     for k, entry in enumerate(model.include):
@@ -93,6 +108,7 @@ def _follow(
             raise ConfigError(msg) from None
         data, included = parse_document(text, shown)
         library_model = validate_document(data, included)
+        imports.extend(run_imports(library_model, included, target.parent))
         for name, sub in library_model.subgraphs.items():
             first = library.get(name)
             if first is not None:
@@ -102,4 +118,4 @@ def _follow(
                 )
                 raise ConfigError(msg)
             library[name] = SubgraphEntry(sub, included)
-        _follow(library_model, included, target, library, visited)
+        _follow(library_model, included, target, library, imports, visited)

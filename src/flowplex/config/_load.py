@@ -1,8 +1,9 @@
-"""The loading pipeline: YAML text -> parsed -> schema-checked -> includes -> expanded -> planned.
+"""The loading pipeline: YAML text -> parsed -> schema-checked -> imports -> includes -> expanded -> planned.
 
 The order matters for which error a broken file reports first, and follows lm-flow's: parse,
-``include``, subgraph expansion, node checks, plan. The plan runs here too, with the document's
-line table, so that every error (not only schema errors) carries ``file.yaml:LINE:``.
+``include``, subgraph expansion, node checks, plan; flowplex's ``imports`` (the user's kernel
+code) run right after the schema check. The plan runs here too, with the document's line
+table, so that every error (not only schema errors) carries ``file.yaml:LINE:``.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ..graph._plan import FieldPath, GraphPlan, build_plan
 from ..graph._spec import GraphSpec, PortSpec, StatsLevel
 from ._convert import convert_executor
 from ._expand import expand_nodes
+from ._imports import run_imports
 from ._include import collect_subgraphs, read_text
 from ._marks import parse_document
 from ._paths import Source, format_path
@@ -32,7 +34,8 @@ def load_yaml(text: str, *, source: str | None = None) -> GraphSpec:
     Args:
         text: The YAML document.
         source: A name for the text (a file name) to prefix messages with ``source:LINE:``.
-            It is only a label: ``include`` still needs ``load_yaml_file``.
+            It is only a label: ``include`` still needs ``load_yaml_file``, and relative
+            ``imports`` paths are resolved against the current directory.
 
     Returns:
         The subgraph-expanded graph; ``flowplex.graph`` can plan it without further errors.
@@ -50,6 +53,8 @@ def load_yaml(text: str, *, source: str | None = None) -> GraphSpec:
 
 def load_yaml_file(path: PathLike) -> GraphSpec:
     """Read, parse and check a YAML graph file, resolving its ``include`` files.
+
+    Its ``imports`` (and its included files') run while it loads, relative to the file naming them.
 
     Messages start with ``path:LINE:`` (``path`` as given).
 
@@ -87,12 +92,18 @@ def _graph_ports(decls: list[str], source: Source, kind: str) -> tuple[PortSpec,
     return port_specs(decls, None, error)
 
 
+def _unique(targets: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(targets))
+
+
 def _load(text: str, name: str | None, file: Path | None) -> GraphPlan:
     data, source = parse_document(text, name)
     model = validate_document(data, source)
     stats = _stats(model, source)
+    # Relative import paths of YAML text without a file resolve against the current directory.
+    imports = run_imports(model, source, file.parent if file is not None else Path.cwd())
     library = collect_subgraphs(model, source, file)
-    expansion = expand_nodes(model.nodes, source, library)
+    expansion = expand_nodes(model.nodes, source, library.subgraphs)
     spec = GraphSpec(
         nodes=tuple(expansion.nodes),
         input_ports=_graph_ports(model.input_ports, source, "input_ports"),
@@ -106,6 +117,7 @@ def _load(text: str, name: str | None, file: Path | None) -> GraphPlan:
         trace_capacity=model.trace_capacity,
         strict_ports=model.strict_ports,
         source=name,
+        imports=_unique((*imports, *library.imports)),
     )
     sites = expansion.sites
 

@@ -175,6 +175,14 @@ class GraphModel(_Model):
     include: list[Name] = Field(
         default_factory=list, description="Subgraph library files (file loading only)."
     )
+    imports: list[Annotated[str, Field(min_length=1)]] = Field(
+        default_factory=list,
+        description=(
+            "Kernel code to import before kernels are resolved: module names (from sys.path) or "
+            "paths to .py files, relative to this file."
+        ),
+        examples=[["mypkg.kernels", "../kernels/my_kernels.py"]],
+    )
     executors: list[ExecutorModel] = Field(default_factory=list)
     nodes: list[NodeModel] = Field(default_factory=list)
     subgraphs: dict[Name, SubgraphModel] = Field(default_factory=dict)

@@ -206,6 +206,8 @@ def _problem(error: ErrorDetails, where: _Located) -> str:
         return f"missing field `{where.field}`"
     if kind == "literal_error":
         return _literal_message(where, value, str(ctx.get("expected", "")))
+    if kind == "string_too_short":
+        return f"expected a non-empty string, got {got}"
     if kind == "greater_than_equal":
         if ctx.get("ge") == 0:
             return f"expected a non-negative integer, got {got}"

@@ -1,7 +1,8 @@
 """The ``check-config`` report: a configuration-only preflight of a YAML graph file.
 
-Parses, resolves includes, expands subgraphs and plans the graph without loading kernels,
-creating executors or starting threads (so unknown kernel names are fine). The report renders to
+Parses, runs the graph's ``imports`` (so that one that fails is reported), resolves includes,
+expands subgraphs and plans the graph without creating kernels or executors or starting threads
+(so unknown kernel names are fine). The report renders to
 lm-flow's ``check-config --json`` object and to its text lines; the CLI only prints them.
 """
 

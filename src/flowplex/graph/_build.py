@@ -29,6 +29,8 @@ DEFAULT_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
                  log_fn: Callable[[int, str], None]) -> Engine:
     """Instantiate every kernel and wire the runtime; raises ``ConfigError``/``KeyError``."""
+    if plan.spec.imports:
+        _ensure_imported(plan.spec.imports)
     executors: list[Executor] = []
     delegating: list[DelegatingExecutor] = []
     for i, ex in enumerate(plan.executors):
@@ -145,3 +147,13 @@ def _check_static_types(plan: GraphPlan, nodes: list[Node]) -> None:
                     f"`{consumer.inputs[port_index].name}` declares {type_name(in_t)}"
                 )
                 raise ConfigError(msg)
+
+
+def _ensure_imported(targets: tuple[str, ...]) -> None:
+    """Import a spec's kernel code; a no-op for what loading its YAML already imported."""
+    from pathlib import Path
+
+    from ..kernels._loading import import_target
+
+    for i, target in enumerate(targets):
+        import_target(target, base=Path.cwd(), where=f"imports[{i}]")

@@ -161,3 +161,7 @@ class GraphSpec:
     """An ``emit``/``forward`` to an output index the node lacks raises (else: ignored, counted)."""
     source: str | None = None
     """The file the graph was loaded from, if any (for messages)."""
+    imports: tuple[str, ...] = ()
+    """The kernel code the graph imports (``imports:``, its includes' too, in the order they ran):
+    module names and absolute ``.py`` paths. Building a graph imports them first (a no-op when
+    loading the YAML already did)."""

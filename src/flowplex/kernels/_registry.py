@@ -1,7 +1,9 @@
 """The ``Kernel`` base class and the process-wide kernel registry.
 
 Kernels are declared, not discovered: ``@kernel("Name")`` registers a ``Kernel`` subclass at
-decoration time, and a graph that names the kernel instantiates it once per node.
+decoration time, and a graph that names the kernel instantiates it once per node. An installed
+distribution declares its kernels by name in the ``flowplex.kernels`` entry-point group; a name
+that is not registered is looked up there (``_entry_points``) and loaded on first use.
 """
 
 from __future__ import annotations
@@ -10,9 +12,11 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
-from ..errors import UnknownKernelError
+from ..errors import ConfigError, UnknownKernelError
 
 if TYPE_CHECKING:
+    from importlib.metadata import EntryPoint
+
     from ._context import Context
     from ._contract import Contract
 
@@ -127,7 +131,11 @@ def registered_kernels() -> list[str]:
 
 
 def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
-    """The class registered under ``name``; ``UnknownKernelError`` (a ``KeyError``) otherwise."""
+    """The class registered under ``name``; ``UnknownKernelError`` (a ``KeyError``) otherwise.
+
+    On a miss, the ``flowplex.kernels`` entry points of installed distributions are consulted
+    (see ``_entry_points``): one named ``name`` is loaded, which registers the kernel.
+    """
     with _lock:
         cls = _registry.get(name)
     if cls is None and name in _PROVIDERS:
@@ -136,12 +144,39 @@ def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
         importlib.import_module(_PROVIDERS[name])
     with _lock:
         cls = _registry.get(name)
-        names = sorted(set(_registry) | set(_PROVIDERS))
     if cls is not None:
         return cls
+    from . import _entry_points  # lazy: importlib.metadata is only needed on a miss
+
+    found = _entry_points.find(name, where)
+    if found is not None:
+        return _register_entry_point(name, found, _entry_points.load(found, name, where), where)
+    with _lock:
+        names = sorted(set(_registry) | set(_PROVIDERS) | set(_entry_points.names()))
     from ..config._suggest import suggest  # lazy: config is not needed on the hot path
 
     hint = suggest(name, names)
     did_you_mean = f"; did you mean `{hint}`?" if hint else ""
-    msg = f"{where}: kernel `{name}` not registered{did_you_mean}. registered: [{', '.join(names)}]"
+    msg = (
+        f"{where}: kernel `{name}` not registered{did_you_mean}. registered: [{', '.join(names)}]; "
+        "to use your own kernels, name their module or `.py` file in the graph's `imports:` "
+        "or with `--import` on the command line"
+    )
     raise UnknownKernelError(msg)
+
+
+def _register_entry_point(name: str, ep: EntryPoint, loaded: object, where: str) -> type[Kernel]:
+    """The kernel an entry point provides: registered by loading it, or the class it names."""
+    with _lock:
+        cls = _registry.get(name)
+    if cls is not None:
+        return cls
+    if isinstance(loaded, type) and issubclass(loaded, Kernel):
+        return kernel(name)(loaded)
+    from ._entry_points import describe
+
+    msg = (
+        f"{where}: {describe(ep)} loaded {loaded!r}, which registers no kernel `{name}`; point it at "
+        f"a flowplex.Kernel subclass, or at a module that registers `{name}` with @flowplex.kernel"
+    )
+    raise ConfigError(msg)

@@ -1,0 +1,144 @@
+"""Importing the user's kernel code: a module by name or a ``.py`` file by path.
+
+``--import X`` on the command line and a graph's ``imports: [X, ...]`` both end here. Importing
+a kernel module registers its ``@kernel`` classes as a side effect; this module only makes that
+import happen once, and turns its failures into one ``ConfigError`` line that says where the
+import was asked for (``g.yaml:3: imports[0]`` or ``--import mypkg``), with the cause chained.
+
+A target is a **file** when it ends in ``.py`` or contains a path separator, else a **module
+name** (``mypkg.kernels``) imported from ``sys.path`` as ``import`` would. A file is executed
+once per real path, as a module named ``flowplex_import_<stem>_<hash>`` registered in
+``sys.modules`` (so dataclasses and pickling work); its directory is *not* put on ``sys.path``,
+so a file cannot shadow an installed module. A file that is already imported under another name
+(it is on ``sys.path`` and was imported by module name) is not executed a second time, nor is a
+module imported by name after its file was imported by path (the name then aliases that module).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import os
+import re
+import sys
+import threading
+from pathlib import Path
+from typing import Final
+
+from ..errors import ConfigError
+
+__all__ = ["describe_exception", "import_target", "is_file_target"]
+
+_FILE_PREFIX: Final = "flowplex_import_"
+_lock: Final = threading.RLock()  # re-entrant: a kernel file may itself load a graph with imports
+
+
+def is_file_target(target: str) -> bool:
+    """Whether ``target`` names a ``.py`` file rather than a module.
+
+    >>> is_file_target("mypkg.kernels"), is_file_target("../kernels/mine.py"), is_file_target("k/x")
+    (False, True, True)
+    """
+    return target.endswith(".py") or "/" in target or os.sep in target
+
+
+def import_target(target: str, *, base: Path, where: str) -> str:
+    """Import a module name or a ``.py`` file (once), so that its kernels register.
+
+    Args:
+        target: ``mypkg.kernels`` or ``path/to/kernels.py``.
+        base: The directory a relative file path is resolved against.
+        where: Where the import was asked for, the prefix of every message
+            (``g.yaml:3: imports[0]``, ``--import mypkg``).
+
+    Returns:
+        The target in a form that imports the same code from anywhere: the module name, or the
+        file's absolute path.
+
+    Raises:
+        ConfigError: The module or file cannot be found, or running it raised (chained).
+    """
+    if is_file_target(target):
+        path = Path(os.path.abspath(base / os.path.expanduser(target)))
+        _import_file(path, target, where)
+        return str(path)
+    if not all(part.isidentifier() for part in target.split(".")):
+        msg = (
+            f"{where}: `{target}` is neither a module name (like `mypkg.kernels`) "
+            "nor a path to a `.py` file"
+        )
+        raise ConfigError(msg)
+    try:
+        if target not in sys.modules:
+            _alias_loaded_file(target)
+        importlib.import_module(target)
+    except Exception as exc:
+        msg = f"{where}: cannot import module `{target}`: {describe_exception(exc)}"
+        raise ConfigError(msg) from exc
+    return target
+
+
+def _import_file(path: Path, shown: str, where: str) -> None:
+    if not path.is_file():
+        what = "is a directory, not a `.py` file" if path.is_dir() else "no such file"
+        msg = f"{where}: cannot import file `{shown}`: {what} ({path})"
+        raise ConfigError(msg)
+    real = os.path.realpath(path)
+    name = _module_name(real)
+    with _lock:
+        if name in sys.modules or _loaded_as_module(real):
+            return
+        spec = importlib.util.spec_from_file_location(name, real)
+        if spec is None or spec.loader is None:  # a path given without the `.py` suffix
+            msg = f"{where}: cannot import file `{shown}`: not a Python source file (name it `.py`) ({path})"
+            raise ConfigError(msg)
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[name] = module  # before running it: dataclasses and pickle look it up there
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as exc:
+            del sys.modules[name]
+            if not isinstance(exc, Exception):
+                raise
+            msg = f"{where}: cannot import file `{shown}`: {describe_exception(exc)}"
+            raise ConfigError(msg) from exc
+
+
+def _alias_loaded_file(target: str) -> None:
+    """If module ``target`` is a file already imported by path, make ``target`` name that module.
+
+    Importing it afresh would run the file a second time and register its kernels twice.
+    """
+    with _lock:
+        if not any(name.startswith(_FILE_PREFIX) for name in sys.modules):
+            return
+        spec = importlib.util.find_spec(target)
+        if spec is None or not spec.has_location or spec.origin is None:
+            return
+        loaded = sys.modules.get(_module_name(os.path.realpath(spec.origin)))
+        if loaded is not None:
+            sys.modules[target] = loaded
+
+
+def _module_name(real: str) -> str:
+    """``flowplex_import_<stem>_<hash of the real path>``: unique, stable, and a valid identifier."""
+    stem = re.sub(r"\W", "_", Path(real).stem)
+    digest = hashlib.sha256(real.encode("utf-8", "surrogateescape")).hexdigest()[:10]
+    return f"{_FILE_PREFIX}{stem}_{digest}"
+
+
+def _loaded_as_module(real: str) -> bool:
+    """Whether some imported module was loaded from the file ``real`` (by its module name)."""
+    base = os.path.basename(real)
+    for module in list(sys.modules.values()):
+        file = getattr(module, "__file__", None)
+        if isinstance(file, str) and os.path.basename(file) == base and os.path.realpath(file) == real:
+            return True
+    return False
+
+
+def describe_exception(exc: BaseException) -> str:
+    """``ModuleNotFoundError: No module named 'x'`` -- the first line of the cause."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0]}" if text else type(exc).__name__
