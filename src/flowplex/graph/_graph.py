@@ -138,7 +138,7 @@ class Graph:
     def set_side_packet(self, name: str, value: object) -> None:
         """Set a constant every kernel can read with ``cc.side_packet(name)``; before ``start``."""
         self._require_state((INITIALIZED,), "set_side_packet")
-        packet = to_packet(value)
+        packet = to_packet(value, None, True)
         packet._owned = False
         self._side_packets[name] = packet
         for node in self._engine.nodes:
@@ -341,7 +341,7 @@ class Graph:
         """``self.input(port).send(value, ts)``: see ``Input.send``."""
         handle = self.input(port)
         engine = self._engine
-        work = engine.accept(handle._edge, to_packet(value, _ts_arg(ts)), timeout=timeout)
+        work = engine.accept(handle._edge, to_packet(value, _ts_arg(ts), True), timeout=timeout)
         del value  # see Input.send: keep no reference while the graph runs
         engine.run_work(work)
 
@@ -354,7 +354,12 @@ class Graph:
         return self.input(port).try_send(value, ts)
 
     def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
-        """A zero-filled buffer packet and a writable view of it, to fill then ``send``."""
+        """A zero-filled buffer packet and a writable view of it, to fill then ``send``.
+
+        ``send`` hands the buffer over without copying: the view turns read-only there, and a
+        kernel may write into the memory in place; the view is writeable again once no packet
+        shares the buffer, the one returned here included (see ``flowplex.packets.new_buffer``).
+        """
         return new_buffer(shape, dtype)
 
     def close_input(self, port: str) -> None:
