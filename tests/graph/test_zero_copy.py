@@ -262,6 +262,19 @@ def test_kernel_runner_input_from_new_buffer_is_handed_over() -> None:
     assert view.flags.writeable
 
 
+def test_new_buffer_side_packet_is_read_only_until_the_graph_closed() -> None:
+    g = flowplex.Graph.from_yaml("input_ports: [x]\noutput_ports: [x]\n")
+    with g:
+        pkt, view = g.new_buffer(2, "i64")
+        g.set_side_packet("table", pkt)
+        del pkt
+        assert not view.flags.writeable
+        g.start()
+        g.close_all_inputs()
+        g.wait_done(timeout=5)
+    assert view.flags.writeable
+
+
 def test_lmflow_keeps_the_pointer_too_but_leaves_the_view_writeable() -> None:
     lmflow = pytest.importorskip("lmflow", reason="the comparison needs lm-lmflow (extra `bench`)")
 

@@ -189,7 +189,13 @@ class Graph:
         engine.submit_background(subs)
 
     def close(self) -> None:
-        """Cancel if still running, wait briefly, stop threads. Idempotent."""
+        """Cancel if still running, wait briefly, stop threads. Idempotent.
+
+        Releases every packet the graph still holds (queued input, feedback registers, side
+        packets), so adopted arrays are writeable again. Packets already in poller queues are
+        the host's: they stay readable, and are released with the poller (or when read and
+        dropped).
+        """
         if self._closed:
             return
         self._closed = True
@@ -209,14 +215,23 @@ class Graph:
                         engine.changed.wait(0.01)
                         engine.waiters -= 1
         engine.shutdown()
+        engine.release_held()
+        if engine.state == TERMINATED:  # no callback can still read a side packet
+            self._side_packets.clear()
+            for node in engine.nodes:
+                node.info.side_packets.clear()
 
     def reset(self) -> None:
-        """Make a terminated graph startable again; kernels stay opened (``open`` is skipped)."""
+        """Make a terminated graph startable again; kernels stay opened (``open`` is skipped).
+
+        Queued packets (and pollers' unread ones) are dropped, side packets are kept.
+        """
         engine = self._engine
         with engine.lock:
             if engine.state != TERMINATED or not engine.idle():
                 msg = "reset needs a terminated, idle graph; call wait_done() first"
                 raise StateError(msg)
+            held = engine.take_held()
             engine.error = None
             engine.error_text = ""
             engine.cancelled = False
@@ -232,6 +247,7 @@ class Graph:
             engine.started_ns = 0
             engine.blocked_nodes.clear()
             engine.state = INITIALIZED
+        del held  # outside the lock: the last release of an adopted array restores it
         with self._counters_lock:
             self._counters.clear()
 
@@ -450,6 +466,8 @@ class Graph:
                     engine.wait_change(deadline)
             if force:
                 engine.force_close_all()
+        # Ended: what is still queued can never run (a failure's or a cancel's backlog).
+        engine.release_held()
         if engine.cancelled:
             msg = "the graph was cancelled"
             raise GraphCancelled(msg)
