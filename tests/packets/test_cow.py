@@ -265,3 +265,50 @@ def test_cow_stats_is_a_frozen_snapshot() -> None:
     s = cow_stats()
     with pytest.raises(AttributeError):
         s.copies = 3  # type: ignore[misc]
+
+
+# --- host hand-over of new_buffer packets (to_packet(..., host=True), as Graph.send does) ----------
+
+
+def test_host_hand_over_discounts_the_hosts_handle_and_view(copies: CowStats) -> None:
+    p, view = new_buffer(4, "u8")
+    view[:] = 2
+    engine = _borrow(to_packet(p, 0, True))
+    assert engine is not p and p.timestamp == 0 and not view.flags.writeable
+    taken = clone_owned(engine)  # ctx.take_input(i)
+    del engine
+    m = taken.make_mutable()
+    assert address(m) == address(view) and m.flags.writeable
+    m[:] = 3
+    assert (p.as_numpy() == 3).all() and (view == 3).all()  # the host reads what the graph wrote
+    assert delta(copies) == (0, 0)
+    del m, taken
+    assert not view.flags.writeable  # the host's packet still shares the buffer
+    del p
+    assert view.flags.writeable
+
+
+@pytest.mark.parametrize("other", ["host copy of the packet", "view sent as an array", "sent twice"])
+def test_host_hand_over_copies_when_something_else_shares_the_buffer(copies: CowStats, other: str) -> None:
+    p, view = new_buffer(4, "u8")
+    engine = _borrow(to_packet(p, 0, True))
+    keep: object = None
+    if other == "host copy of the packet":
+        keep = clone_owned(p)
+    elif other == "view sent as an array":
+        keep = _borrow(to_packet(view, 1, True))  # adopts the (read-only) view a second time
+    else:
+        keep = _borrow(to_packet(p, 1, True))
+    taken = clone_owned(engine)
+    del engine
+    taken.make_mutable()[:] = 9
+    assert not view.any()
+    assert delta(copies) == (1, 4)
+    del keep, taken, p
+    assert view.flags.writeable
+
+
+def test_emit_hands_nothing_over() -> None:
+    p, view = new_buffer(2, "u8")
+    to_packet(p, 0)  # what ctx.emit does: the kernel's view stays as it is
+    assert view.flags.writeable

@@ -6,16 +6,25 @@ graph failed or was cancelled), its ``close`` flushes like a last invocation, an
 edges then close the downstream ports in turn, until every node is closed and the graph is
 TERMINATED. ``ClosingMixin`` is one layer of ``Engine``
 (see ``_engine_common.EngineState``), on the engine's own state and lock.
+
+Once a graph has ended (terminated, however: normally, failed or cancelled; closed; reset), the
+packets it still holds for work that can never run are released (``release_held``): the backlog
+of node input queues and feedback registers, discarded blocked flushes and idle contexts'
+inputs. That is what gives adopted arrays their writeability back. Packets already in poller
+queues are not touched: a delivered packet is the host's, readable after the graph closed.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .._timestamps import TS_DONE
 from ..kernels._context import PHASE_CLOSE, CloseReason
 from ._engine_common import _describe, _output_type_error
 from ._lifecycle import DRAINING, RUNNING, TERMINATED, LifecycleMixin
+
+_BUFFER: Final = 6
+"""The buffer type id (as in ``_engine``)."""
 
 if TYPE_CHECKING:
     from ..kernels._context import Context
@@ -126,3 +135,52 @@ class ClosingMixin(LifecycleMixin):
             self._check_terminated()
             self._bump()
         self._dispatch(subs, [])
+
+    def take_held(self) -> list[object]:
+        """Take every packet the graph holds for work that will never run; lock held.
+
+        Empties node input queues (counters adjusted), discards blocked or unflushed output
+        and clears the inputs of idle contexts (running or submitted invocations keep theirs:
+        they release them when they end). Only for a graph that has ended or is being reset:
+        nothing may claim these packets any more. Returns them, for the caller to drop outside
+        the lock (dropping the last handle of an adopted array restores its writeability).
+        """
+        held: list[object] = []
+        for node in self.nodes:
+            for port in node.inputs:
+                q = port.queue
+                if not q:
+                    continue
+                self.queued -= len(q)
+                if self.limit_bytes and not port.is_back:  # feedback registers are not in the byte count
+                    for p in q:
+                        if p._tid == _BUFFER:  # the engine counts buffer bytes only
+                            self.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
+                held.extend(q)
+                q.clear()
+            for ctx in node.pending.values():
+                node.contexts.append(ctx)
+            node.pending.clear()
+            if node.blocked:
+                node.blocked = False
+                self.blocked_nodes.discard(node)
+            for ctx in node.contexts:
+                for staged in ctx._out:
+                    if staged:
+                        held.extend(staged)
+                        staged.clear()
+                inputs = ctx._in
+                for i in range(len(inputs)):
+                    if inputs[i] is not None:
+                        held.append(inputs[i])
+                        inputs[i] = None
+                if ctx._batch is not None:
+                    held.append(ctx._batch)
+                    ctx._batch = None
+        return held
+
+    def release_held(self) -> None:
+        """``take_held`` under the lock, then drop the packets outside it (see the module doc)."""
+        with self.lock:
+            held = self.take_held()
+        del held

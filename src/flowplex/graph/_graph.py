@@ -138,7 +138,7 @@ class Graph:
     def set_side_packet(self, name: str, value: object) -> None:
         """Set a constant every kernel can read with ``cc.side_packet(name)``; before ``start``."""
         self._require_state((INITIALIZED,), "set_side_packet")
-        packet = to_packet(value)
+        packet = to_packet(value, None, True)
         packet._owned = False
         self._side_packets[name] = packet
         for node in self._engine.nodes:
@@ -189,7 +189,13 @@ class Graph:
         engine.submit_background(subs)
 
     def close(self) -> None:
-        """Cancel if still running, wait briefly, stop threads. Idempotent."""
+        """Cancel if still running, wait briefly, stop threads. Idempotent.
+
+        Releases every packet the graph still holds (queued input, feedback registers, side
+        packets), so adopted arrays are writeable again. Packets already in poller queues are
+        the host's: they stay readable, and are released with the poller (or when read and
+        dropped).
+        """
         if self._closed:
             return
         self._closed = True
@@ -209,14 +215,23 @@ class Graph:
                         engine.changed.wait(0.01)
                         engine.waiters -= 1
         engine.shutdown()
+        engine.release_held()
+        if engine.state == TERMINATED:  # no callback can still read a side packet
+            self._side_packets.clear()
+            for node in engine.nodes:
+                node.info.side_packets.clear()
 
     def reset(self) -> None:
-        """Make a terminated graph startable again; kernels stay opened (``open`` is skipped)."""
+        """Make a terminated graph startable again; kernels stay opened (``open`` is skipped).
+
+        Queued packets (and pollers' unread ones) are dropped, side packets are kept.
+        """
         engine = self._engine
         with engine.lock:
             if engine.state != TERMINATED or not engine.idle():
                 msg = "reset needs a terminated, idle graph; call wait_done() first"
                 raise StateError(msg)
+            held = engine.take_held()
             engine.error = None
             engine.error_text = ""
             engine.cancelled = False
@@ -232,6 +247,7 @@ class Graph:
             engine.started_ns = 0
             engine.blocked_nodes.clear()
             engine.state = INITIALIZED
+        del held  # outside the lock: the last release of an adopted array restores it
         with self._counters_lock:
             self._counters.clear()
 
@@ -341,7 +357,7 @@ class Graph:
         """``self.input(port).send(value, ts)``: see ``Input.send``."""
         handle = self.input(port)
         engine = self._engine
-        work = engine.accept(handle._edge, to_packet(value, _ts_arg(ts)), timeout=timeout)
+        work = engine.accept(handle._edge, to_packet(value, _ts_arg(ts), True), timeout=timeout)
         del value  # see Input.send: keep no reference while the graph runs
         engine.run_work(work)
 
@@ -354,7 +370,12 @@ class Graph:
         return self.input(port).try_send(value, ts)
 
     def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
-        """A zero-filled buffer packet and a writable view of it, to fill then ``send``."""
+        """A zero-filled buffer packet and a writable view of it, to fill then ``send``.
+
+        ``send`` hands the buffer over without copying: the view turns read-only there, and a
+        kernel may write into the memory in place; the view is writeable again once no packet
+        shares the buffer, the one returned here included (see ``flowplex.packets.new_buffer``).
+        """
         return new_buffer(shape, dtype)
 
     def close_input(self, port: str) -> None:
@@ -445,6 +466,8 @@ class Graph:
                     engine.wait_change(deadline)
             if force:
                 engine.force_close_all()
+        # Ended: what is still queued can never run (a failure's or a cancel's backlog).
+        engine.release_held()
         if engine.cancelled:
             msg = "the graph was cancelled"
             raise GraphCancelled(msg)

@@ -62,14 +62,14 @@ class Input:
         engine = self._engine
         if type(ts) is not int:
             ts = _check_ts(ts)
-        work = engine.accept(self._edge, to_packet(value, ts), timeout=timeout)
+        work = engine.accept(self._edge, to_packet(value, ts, True), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
         engine.run_work(work)
 
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""
         engine = self._engine
-        work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), wait=False)
+        work = engine.accept(self._edge, to_packet(value, _check_ts(ts), True), wait=False)
         del value
         engine.run_work(work)
 
@@ -77,7 +77,7 @@ class Input:
         """Like ``send_nowait`` but returns False instead of raising when the graph is full."""
         engine = self._engine
         try:
-            work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), wait=False)
+            work = engine.accept(self._edge, to_packet(value, _check_ts(ts), True), wait=False)
         except WouldBlock:
             return False
         del value

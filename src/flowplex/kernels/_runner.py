@@ -86,7 +86,7 @@ class KernelRunner:
     def set_side_packet(self, name: str, value: object) -> None:
         """Set a side packet; before ``start``."""
         self._require_unopened("side packets")
-        packet = to_packet(value)
+        packet = to_packet(value, None, True)
         packet._owned = False
         self._info.side_packets[name] = packet
 
@@ -124,7 +124,7 @@ class KernelRunner:
         if self._pending[port] is not None:
             msg = f"kernel runner: input port {port} already has a packet for the next process call"
             raise RuntimeError(msg)
-        packet = to_packet(value, ts)
+        packet = to_packet(value, ts, True)
         packet._owned = False
         self._pending[port] = packet
 

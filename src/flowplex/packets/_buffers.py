@@ -6,10 +6,12 @@ payload; that is how ``make_mutable`` knows whether it may write in place.
 
 Adopting a numpy array registers it in a process-wide table that counts the live holders per
 array, sets the array read-only on first adoption and restores its original writeability when the
-last holder dies. Holders die in ``__del__`` on whatever thread drops the last reference, possibly
-in the middle of this module's own code through the cyclic GC, so the finalizer never blocks: it
-queues the release and drains the queue only if it can take the lock without waiting; whoever holds
-the lock drains the queue when it leaves (see ``_drain``).
+last holder dies. The same registry keeps the writable view of an engine buffer read-only once its
+packet was handed to a graph (``lend``, for ``new_buffer`` packets the host sends). Holders die in
+``__del__`` on whatever thread drops the last reference, possibly in the middle of this module's
+own code through the cyclic GC, so the finalizer never blocks: it queues the release and drains
+the queue only if it can take the lock without waiting; whoever holds the lock drains the queue
+when it leaves (see ``_drain``).
 """
 
 from __future__ import annotations
@@ -371,6 +373,29 @@ def unadopt_exclusive(h: _Buffer) -> bool:
     return True
 
 
+def lend(h: _Buffer, view: Array) -> None:
+    """Make the writable ``view`` of engine buffer ``h`` read-only until ``h`` dies (a hand-over).
+
+    The registry keeps the view alive and read-only; the view's reference to the memory is then
+    a known one, which ``lent_alone`` lets ``make_mutable`` discount. Restored like an adoption.
+    """
+    key = adopt(view)
+    lent = h.lent
+    h.lent = (key,) if lent is None else (*lent, key)
+
+
+def lent_alone(h: _Buffer) -> bool:
+    """Whether nothing but ``h`` holds the views lent by ``h`` (none adopted them again)."""
+    lent = h.lent
+    if lent is None:
+        return True
+    for key in lent:
+        entry = _adopted.get(key)
+        if entry is None or entry.count != 1 or key in _pending:
+            return False
+    return True
+
+
 def adoption_count(arr: Array) -> int:
     """How many live holders have adopted ``arr`` (0 when none). For tests and diagnostics."""
     entry = _adopted.get(id(arr))
@@ -388,12 +413,18 @@ class _Buffer:
         device: ``"cpu"`` or the DLPack device (``"cuda:0"``).
         external: The memory came from outside the engine (adoption or DLPack).
         key: The adoption registry key while ``array`` is adopted, else None.
+        lent: Registry keys of writable views of ``array`` that were handed over with their
+            packet (``lend``): read-only until this holder dies, each one known reference to the
+            memory. None when there are none.
+        host: A weak reference to the host's handle of a handed-over packet (``Graph.send`` of a
+            ``new_buffer`` packet): the host may keep and read it, and ``make_mutable`` on the
+            graph's handles does not count it. None when there is none.
         mutable: The memory belongs to the engine and only this holder references it, so the
             handles sharing the holder may write to it once they are the only handle.
         obj: The DLPack exporter for by-reference buffers, else None.
     """
 
-    __slots__ = ("array", "code", "device", "external", "key", "mutable", "obj", "shape")
+    __slots__ = ("array", "code", "device", "external", "host", "key", "lent", "mutable", "obj", "shape")
 
     array: Array | None
     code: int
@@ -401,6 +432,8 @@ class _Buffer:
     device: str
     external: bool
     key: int | None
+    lent: tuple[int, ...] | None
+    host: Callable[[], object] | None
     mutable: bool
     obj: object
 
@@ -409,6 +442,10 @@ class _Buffer:
         key = self.key
         if key is not None:
             _release(key)
+        lent = self.lent
+        if lent is not None:
+            for key in lent:
+                _release(key)
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         # Pickling carries the data; the receiving side adopts its own fresh array.
@@ -427,6 +464,8 @@ class _Buffer:
 def _cpu_holder(arr: Array, code: int, *, external: bool, mutable: bool) -> _Buffer:
     h = _Buffer()
     h.key = None
+    h.lent = None
+    h.host = None
     h.array = arr
     h.code = code
     h.shape = arr.shape
@@ -456,6 +495,8 @@ def wrap_dlpack(obj: object) -> _Buffer:
     code = _foreign_dtype_code(obj)
     h = _Buffer()
     h.key = None
+    h.lent = None
+    h.host = None
     h.array = None
     h.code = code
     h.shape = shape

@@ -12,6 +12,7 @@ import copy as _copy
 import json
 import operator
 import sys
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Final, NoReturn, SupportsFloat, SupportsIndex, TypeAlias, final
 
@@ -27,6 +28,8 @@ from ._buffers import (
     count_copy,
     host_array,
     is_dlpack,
+    lend,
+    lent_alone,
     numpy_dtype,
     parse_dtype,
     unadopt_exclusive,
@@ -90,7 +93,8 @@ class Packet:
     """
 
     # Engine code reads and writes these slots directly (``_value is None`` means empty).
-    __slots__ = ("_meta", "_owned", "_tid", "_ts", "_value", "_writable")
+    # ``__weakref__``: a buffer handed over by ``Graph.send`` remembers the host's handle weakly.
+    __slots__ = ("__weakref__", "_meta", "_owned", "_tid", "_ts", "_value", "_writable")
 
     _value: object
     """The payload: an exact int/float/bool/str/bytes, a ``_Buffer`` holder, or None when empty."""
@@ -221,7 +225,9 @@ class Packet:
             _raise_not_buffer("make_mutable", self)
         if not self._owned:
             _raise_borrowed("make_mutable")
-        if _holder_refs(h) == holder_refs_exclusive():
+        refs = _holder_refs(h)
+        exclusive = holder_refs_exclusive()
+        if refs == exclusive or (refs == exclusive + 1 and _host_holds(h, self)):
             mine = self._writable
             if mine is not None:
                 # Exclusivity was proven when this view was made; every reference to the memory
@@ -229,7 +235,11 @@ class Packet:
                 return mine
             adopted_exclusive, owned_exclusive = array_refs_exclusive()
             if h.mutable:
-                if array_refs(h) == owned_exclusive:
+                # Views lent at a hand-over (read-only, kept by the registry) are known references.
+                lent = h.lent
+                if array_refs(h) == owned_exclusive + (0 if lent is None else len(lent)) and (
+                    lent is None or lent_alone(h)
+                ):
                     mine = self._writable = h.array.view()  # type: ignore[union-attr]
                     return mine
             elif (
@@ -537,15 +547,16 @@ def _is_numpy(value: object, *names: str) -> bool:
 # --- conversion ---------------------------------------------------------------------------------------
 
 
-def to_packet(value: object, ts: SupportsIndex | None = None) -> Packet:
+def to_packet(value: object, ts: SupportsIndex | None = None, host: bool = False) -> Packet:
     """Turn a value handed to ``send``/``emit``/side packets into a packet (lm-flow's order).
 
     A ``Packet`` is returned itself (it is surrendered to the engine) with its timestamp
     replaced when ``ts`` is given; a borrowed packet is cloned instead so that the engine's
-    shared handle never changes. Then: numpy array (adopted without copying), DLPack array (by
-    reference), bool, int, float, bytes, str. numpy scalars count as bool/int/float; ``bytearray``
-    and ``memoryview`` become Bytes (copied, since they can change). ``ts=None`` means
-    ``TS_UNSET`` for new packets.
+    shared handle never changes. ``host=True`` (sends, side packets, runner inputs) hands over
+    a buffer the host filled through a writable view (see ``_surrender_host``). Then: numpy
+    array (adopted without copying), DLPack array (by reference), bool, int, float, bytes,
+    str. numpy scalars count as bool/int/float; ``bytearray`` and ``memoryview`` become Bytes
+    (copied, since they can change). ``ts=None`` means ``TS_UNSET`` for new packets.
 
     Raises:
         TypeError: The value is of another type.
@@ -574,13 +585,15 @@ def to_packet(value: object, ts: SupportsIndex | None = None) -> Packet:
     elif cls is str:
         tid = _STR
     elif cls is Packet:
+        if host:
+            return _surrender_host(value, None if ts is None else t)  # type: ignore[arg-type]
         return _surrender(value, None if ts is None else t)  # type: ignore[arg-type]
     elif cls is bool:
         tid = _BOOL
     elif cls is bytes:
         tid = _BYTES
     elif isinstance(value, Packet):  # a subclass, although Packet is final
-        return _surrender(value, None if ts is None else t)
+        return (_surrender_host if host else _surrender)(value, None if ts is None else t)
     else:
         return _to_packet_slow(value, t)
     p = _alloc(Packet)
@@ -603,6 +616,41 @@ def _surrender(p: Packet, ts: int | None) -> Packet:
     q = clone_owned(p)
     q._ts = ts
     return q
+
+
+def _surrender_host(p: Packet, ts: int | None) -> Packet:
+    """``_surrender`` for a packet the host hands to a graph: a buffer it filled is handed over.
+
+    A packet with a writable view (``new_buffer``, or ``make_mutable`` on the host) keeps the
+    host's handle readable, but the graph gets its own handle and the view becomes read-only
+    (``lend``) until every packet sharing the buffer is gone, the host's handle included. The
+    host's handle is remembered weakly, so that it does not count as a sharer in the graph's
+    ``make_mutable``: the graph may write into the buffer in place, and the host's handle and
+    view show it. Sending that handle again hands it over again (the graph then holds two
+    handles, and writing copies).
+    """
+    if p._owned and p._tid == _BUFFER:
+        h: _Buffer = p._value  # type: ignore[assignment]
+        view = p._writable
+        host = h.host
+        if view is not None or (host is not None and host() is p):
+            if view is not None:
+                p._writable = None
+                lend(h, view)
+            h.host = weakref.ref(p)
+            if ts is not None:
+                p._ts = ts  # as ``_surrender`` retimes the packet it hands over
+            return clone_owned(p)
+    return _surrender(p, ts)
+
+
+def _host_holds(h: _Buffer, p: Packet) -> bool:
+    """Whether the host's handed-over handle of ``h`` (see ``_surrender_host``) is alive and not ``p``."""
+    host = h.host
+    if host is None:
+        return False
+    q = host()
+    return q is not None and q is not p
 
 
 def _to_packet_slow(value: object, ts: int) -> Packet:
@@ -634,6 +682,16 @@ def new_buffer(
     """A zero-filled, contiguous buffer packet and a writable view to fill it with.
 
     Produce into the view, then send or emit the packet; do not write to the view afterwards.
+    Sending it from the host (``Graph.send``, ``Input.send``, side packets, ``KernelRunner``)
+    hands the buffer over without a copy: from then on the view is read-only (a write raises
+    numpy's ``ValueError``), a kernel that takes the packet may write into the same memory in
+    place although you still hold ``view`` and the packet, and both keep reading that memory,
+    writes included (copy it before sending if you need the original). The view becomes
+    writeable again once no packet shares the buffer any more, yours included (as an adopted
+    array does once its last packet is released): drop the packet to get it back after the
+    graph is done with it. Sending the packet again sends the same memory (a kernel then
+    copies before writing, while the graph still holds the first one). A kernel's ``emit``
+    hands nothing over: the view simply must not be written after it.
 
     Args:
         shape: 1 to 8 non-negative dimensions, or one int for a 1-d buffer.
