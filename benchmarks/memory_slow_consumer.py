@@ -153,8 +153,14 @@ def child(engine: str, placement: str, config: str, frames: int, sink_ms: int) -
             producer = threading.Thread(target=produce)
             producer.start()
             while True:
-                p = poller.next()
+                try:
+                    p = poller.next(timeout=1.0)
+                except mod.Timeout:
+                    continue
                 if p is None:
+                    if producer.is_alive():  # lm-lmflow's next() can return None before the end
+                        time.sleep(0.001)
+                        continue
                     break
                 seen[0] += 1
                 del p
@@ -177,7 +183,8 @@ def run_scenario(engine: str, placement: str, config: str, frames: int, sink_ms:
     done = subprocess.run(cmd, capture_output=True, text=True, check=False)
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode != 0 or not lines:
-        print(f"  {engine} / {placement} / {config}: failed (exit {done.returncode}): {done.stderr.strip()[-500:]}")
+        last = done.stderr.strip().splitlines()[-1:] or ["no output"]
+        print(f"  {engine} / {placement} / {config}: failed (exit {done.returncode}): {last[0][:300]}")
         return None
     result: dict[str, Any] = json.loads(lines[-1])
     return result
