@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from .._events import DoneEvent, OutputEvent, PacketEvent, TimestampBoundEvent
 from .._timestamps import TS_DONE
 from ..errors import StateError, Timeout
+from ._args import check_grace
 from ._engine import TERMINATED
 
 if TYPE_CHECKING:
@@ -114,23 +115,19 @@ class AsyncDriver:
             task.cancel()
 
 
-async def run_async(graph: Graph, driver: AsyncDriver, timeout: float | None, cancel_grace: float) -> None:
+async def run_async(graph: Graph, driver: AsyncDriver, timeout: object, cancel_grace: object) -> None:
     """``Graph.run_async``: drive until terminated, then raise the graph's error if any."""
-    if timeout is not None and timeout < 0:
-        msg = "run_async: timeout must be >= 0"
-        raise ValueError(msg)
-    if cancel_grace < 0:
-        msg = "run_async: cancel_grace must be >= 0"
-        raise ValueError(msg)
+    limit = check_grace(timeout, "run_async", "timeout", optional=True)
+    grace = check_grace(cancel_grace, "run_async", "cancel_grace", optional=False)
     task = driver.ensure_running()
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout)
+        await asyncio.wait_for(asyncio.shield(task), limit)
     except TimeoutError:
-        await _cancel_and_grace(graph, task, cancel_grace, "run_async timeout")
+        await _cancel_and_grace(graph, task, grace, "run_async timeout")
         msg = f"run_async timed out after {timeout} seconds"
         raise Timeout(msg) from None
     except asyncio.CancelledError:
-        await _cancel_and_grace(graph, task, cancel_grace, "cancellation")
+        await _cancel_and_grace(graph, task, grace, "cancellation")
         raise
     graph.wait_done()
 

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, final
 
 from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
 from ..packets import Packet, clone_owned, to_packet
+from ._args import check_timeout, check_ts
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -18,15 +19,6 @@ if TYPE_CHECKING:
 __all__ = ["Input", "Poller"]
 
 log = logging.getLogger("flowplex.graph")
-
-
-def _check_ts(ts: object) -> int | None:
-    if ts is None:
-        return None
-    if isinstance(ts, bool) or not isinstance(ts, int):
-        msg = f"ts must be an int timestamp, got {type(ts).__name__}"
-        raise TypeError(msg)
-    return ts
 
 
 @final
@@ -58,8 +50,10 @@ class Input:
         or non-increasing timestamp, ``KernelError`` once the graph has failed.
         """
         engine = self._engine
-        if type(ts) is not int:
-            ts = _check_ts(ts)
+        if type(ts) is not int:  # the common case costs one check; the helper names the mistake
+            ts = check_ts(ts, "Input.send")
+        if timeout is not None:
+            timeout = check_timeout(timeout, "Input.send")
         work = engine.accept(self._edge, to_packet(value, ts), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
         engine.run_work(work)
@@ -67,15 +61,16 @@ class Input:
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""
         engine = self._engine
-        work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), wait=False)
+        work = engine.accept(self._edge, to_packet(value, check_ts(ts, "Input.send_nowait")), wait=False)
         del value
         engine.run_work(work)
 
     def try_send(self, value: object, ts: int | None = None) -> bool:
         """Like ``send_nowait`` but returns False instead of raising when the graph is full."""
         engine = self._engine
+        ts = check_ts(ts, "Input.try_send")
         try:
-            work = engine.accept(self._edge, to_packet(value, _check_ts(ts)), wait=False)
+            work = engine.accept(self._edge, to_packet(value, ts), wait=False)
         except WouldBlock:
             return False
         del value
@@ -199,6 +194,7 @@ class Poller:
         seconds pass, ``KernelError`` if the graph failed (after the packets queued before the
         failure), ``DeadlockError`` if the graph stalled.
         """
+        timeout = check_timeout(timeout, "Poller.next")
         engine = self._engine
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         while True:
