@@ -309,7 +309,9 @@ class Graph:
         """Start (if needed) and drive the graph from asyncio until it terminates.
 
         On ``timeout`` the graph is cancelled, given ``cancel_grace`` seconds to finish, and
-        ``Timeout`` is raised; task cancellation does the same and re-raises.
+        ``Timeout`` is raised; task cancellation does the same and re-raises. A graph still
+        running when the grace ends (the default 0 does not wait) gets a ``RuntimeWarning``;
+        ``close()`` then completes the cleanup. Negative seconds raise ``ValueError``.
         """
         from ._async import run_async
 
