@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 from .._events import DoneEvent, OutputEvent, PacketEvent, TimestampBoundEvent
 from .._timestamps import TS_DONE
 from ..errors import StateError, Timeout
+from ._args import check_grace
 from ._engine import TERMINATED
 
 if TYPE_CHECKING:
@@ -114,39 +115,53 @@ class AsyncDriver:
             task.cancel()
 
 
-async def run_async(graph: Graph, driver: AsyncDriver, timeout: float | None, cancel_grace: float) -> None:
-    """``Graph.run_async``: drive until terminated, then raise the graph's error if any."""
-    if timeout is not None and timeout < 0:
-        msg = "run_async: timeout must be >= 0"
-        raise ValueError(msg)
-    if cancel_grace < 0:
-        msg = "run_async: cancel_grace must be >= 0"
-        raise ValueError(msg)
+async def run_async(graph: Graph, driver: AsyncDriver, timeout: object, cancel_grace: object) -> None:
+    """``Graph.run_async``: drive until terminated, then raise the graph's error if any.
+
+    On ``timeout`` and on cancellation of the calling task the graph is cancelled and given
+    ``cancel_grace`` seconds to terminate; if it has not, a ``RuntimeWarning`` says so and
+    ``Graph.close()`` finishes the cleanup. A second cancellation during the grace abandons
+    the wait and is un-counted, so the caller sees one cancellation request, not two.
+    """
+    limit = check_grace(timeout, "run_async", "timeout", optional=True)
+    grace = check_grace(cancel_grace, "run_async", "cancel_grace", optional=False)
     task = driver.ensure_running()
     try:
-        await asyncio.wait_for(asyncio.shield(task), timeout)
+        await asyncio.wait_for(asyncio.shield(task), limit)
     except TimeoutError:
-        await _cancel_and_grace(graph, task, cancel_grace, "run_async timeout")
+        await _cancel_and_grace(graph, task, grace, "timeout")
         msg = f"run_async timed out after {timeout} seconds"
         raise Timeout(msg) from None
     except asyncio.CancelledError:
-        await _cancel_and_grace(graph, task, cancel_grace, "cancellation")
+        current = asyncio.current_task()
+        try:
+            await _cancel_and_grace(graph, task, grace, "cancellation")
+        except asyncio.CancelledError:
+            # A second cancel() abandoned the grace: the caller asked to stop once already and
+            # re-raising below honours that; keep cancelling() at the count it expects.
+            if current is not None:
+                current.uncancel()
         raise
     graph.wait_done()
 
 
-async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float, what: str) -> None:
+async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float, reason: str) -> None:
+    """Cancel the graph and wait up to ``grace`` s for it to terminate; warn if it did not.
+
+    A cancellation of the caller during the wait propagates (``run_async`` un-counts it).
+    """
     graph.cancel()
-    if grace <= 0:
+    if grace > 0 and not task.done():
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(task), grace)
+    if task.done() or graph._engine.state == TERMINATED:
         return
-    try:
-        await asyncio.wait_for(asyncio.shield(task), grace)
-    except (TimeoutError, asyncio.CancelledError):
-        warnings.warn(
-            f"{what} grace expired before the graph terminated; Graph.close() will complete synchronous cleanup",
-            RuntimeWarning,
-            stacklevel=3,
-        )
+    warnings.warn(
+        f"run_async {reason} grace expired before the graph terminated; "
+        "Graph.close() will complete synchronous cleanup",
+        RuntimeWarning,
+        stacklevel=4,  # _cancel_and_grace, run_async, Graph.run_async, then the awaiting code
+    )
 
 
 class AsyncOutputEvents:

@@ -16,10 +16,10 @@ from .._types import PathLike
 from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
 from ..kernels._context import PHASE_OPEN
 from ..packets import Packet, new_buffer, to_packet
+from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
 from ._build import build_engine
 from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
 from ._io import Input, Poller
-from ._io import _check_ts as _ts_arg
 from ._plan import GraphPlan, build_plan
 from ._spec import GraphSpec
 
@@ -137,6 +137,7 @@ class Graph:
 
     def set_side_packet(self, name: str, value: object) -> None:
         """Set a constant every kernel can read with ``cc.side_packet(name)``; before ``start``."""
+        check_name(name, "set_side_packet", "name")
         self._require_state((INITIALIZED,), "set_side_packet")
         packet = to_packet(value, None, True)
         packet._owned = False
@@ -278,6 +279,10 @@ class Graph:
         ``drop_oldest``, ``drop_newest`` or ``latest`` (capacity 1); drops are counted in
         ``poller.dropped``.
         """
+        check_name(port, "add_poller")
+        check_flag(observe_timestamp_bounds, "add_poller", "observe_timestamp_bounds")
+        capacity = check_int(capacity, "add_poller", "capacity")  # its range: Poller, with the policy
+        check_name(overflow, "add_poller", "overflow")
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "add_poller")
         poller = Poller(self._engine, port, observe_timestamp_bounds, capacity, overflow)
@@ -296,11 +301,11 @@ class Graph:
 
         The packet is borrowed: copy what you keep. Before ``start``.
         """
+        check_name(port, "observe")
+        check_callback(fn, "observe")
+        check_flag(observe_timestamp_bounds, "observe", "observe_timestamp_bounds")
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "observe")
-        if not callable(fn):
-            msg = f"observe: fn must be callable, got {type(fn).__name__}"
-            raise TypeError(msg)
         with self._engine.lock:
             edge.observers.append(fn)
             if observe_timestamp_bounds:
@@ -312,6 +317,7 @@ class Graph:
         ``DoneEvent``. Call before ``start``; iterating starts the graph on the running loop."""
         from ._async import AsyncOutputEvents  # asyncio is imported only by async users
 
+        check_name(port, "events")
         poller = self.add_poller(port, observe_timestamp_bounds=True)
         return AsyncOutputEvents(self, self._async_driver(), poller)
 
@@ -319,7 +325,9 @@ class Graph:
         """Start (if needed) and drive the graph from asyncio until it terminates.
 
         On ``timeout`` the graph is cancelled, given ``cancel_grace`` seconds to finish, and
-        ``Timeout`` is raised; task cancellation does the same and re-raises.
+        ``Timeout`` is raised; task cancellation does the same and re-raises. A graph still
+        running when the grace ends (the default 0 does not wait) gets a ``RuntimeWarning``;
+        ``close()`` then completes the cleanup. Negative seconds raise ``ValueError``.
         """
         from ._async import run_async
 
@@ -335,6 +343,8 @@ class Graph:
     def set_wakeup_callback(self, fn: Callable[[], object] | None) -> None:
         """Install the one wakeup callback: called from engine threads when the graph made
         progress (coalesce it; then call ``pump_step`` from your loop). ``None`` removes it."""
+        if fn is not None:
+            check_callback(fn, "set_wakeup_callback")
         self._engine.wakeup = fn  # type: ignore[assignment]
         if fn is not None:
             fn()
@@ -343,6 +353,8 @@ class Graph:
 
     def input(self, port: str) -> Input:
         """The handle of graph input ``port`` (``KeyError`` if there is none)."""
+        if type(port) is not str:
+            check_name(port, "input")
         handle = self._inputs.get(port)
         if handle is None:
             from ..config._suggest import suggest
@@ -355,19 +367,27 @@ class Graph:
 
     def send(self, port: str, value: object, ts: int | None = None, *, timeout: float | None = None) -> None:
         """``self.input(port).send(value, ts)``: see ``Input.send``."""
+        if type(port) is not str:
+            check_name(port, "send")
+        if type(ts) is not int:
+            ts = check_ts(ts, "send")
+        if timeout is not None:
+            timeout = check_timeout(timeout, "send")
         handle = self.input(port)
         engine = self._engine
-        work = engine.accept(handle._edge, to_packet(value, _ts_arg(ts), True), timeout=timeout)
+        work = engine.accept(handle._edge, to_packet(value, ts, True), timeout=timeout)
         del value  # see Input.send: keep no reference while the graph runs
         engine.run_work(work)
 
     def send_nowait(self, port: str, value: object, ts: int | None = None) -> None:
         """``self.input(port).send_nowait(value, ts)``: raises ``WouldBlock`` when full."""
-        self.input(port).send_nowait(value, ts)
+        check_name(port, "send_nowait")
+        self.input(port).send_nowait(value, check_ts(ts, "send_nowait"))
 
     def try_send(self, port: str, value: object, ts: int | None = None) -> bool:
         """``self.input(port).try_send(value, ts)``: False when the graph is full."""
-        return self.input(port).try_send(value, ts)
+        check_name(port, "try_send")
+        return self.input(port).try_send(value, check_ts(ts, "try_send"))
 
     def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
         """A zero-filled buffer packet and a writable view of it, to fill then ``send``.
@@ -380,6 +400,7 @@ class Graph:
 
     def close_input(self, port: str) -> None:
         """Close graph input ``port``."""
+        check_name(port, "close_input")
         self.input(port).close()
 
     def close_all_inputs(self) -> None:
@@ -414,9 +435,7 @@ class Graph:
 
     def pump_steps(self, max_steps: int) -> int:
         """Run up to ``max_steps`` delegated tasks; returns how many ran."""
-        if max_steps < 0:
-            msg = f"pump_steps: max_steps must be >= 0, got {max_steps}"
-            raise ValueError(msg)
+        max_steps = check_count(max_steps, "pump_steps", "max_steps")
         done = 0
         while done < max_steps and self._engine.pump_step():
             done += 1
@@ -428,8 +447,9 @@ class Graph:
         Runs delegated work on this thread meanwhile. Raises ``StateError`` if the graph is idle
         with graph inputs still open (it cannot finish by itself), ``DeadlockError`` if it
         stalled, ``GraphCancelled`` after ``cancel``, ``KernelError`` if a kernel failed and
-        ``Timeout`` after ``timeout`` seconds.
+        ``Timeout`` after ``timeout`` seconds. A negative ``timeout`` polls once, as in lm-flow.
         """
+        timeout = check_timeout(timeout, "wait_done")
         engine = self._engine
         if engine.state == INITIALIZED and not engine.cancelled:
             msg = "wait_done() before start()"
@@ -475,6 +495,7 @@ class Graph:
 
     def wait_until_idle(self, timeout: float | None = None) -> None:
         """Block until nothing is running or queued for execution (closes nothing)."""
+        timeout = check_timeout(timeout, "wait_until_idle")
         engine = self._engine
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
@@ -497,6 +518,7 @@ class Graph:
 
     def dropped_count(self, port: str) -> int:
         """Packets dropped on edge ``port`` by lossy policies."""
+        check_name(port, "dropped_count")
         edge = self._engine.edges.get(port)
         if edge is None:
             msg = f"no edge named `{port}`"
@@ -509,6 +531,7 @@ class Graph:
         lm-lmflow reports these as drops (with the fixed_size warning); flowplex keeps them
         apart: a feedback register is meant to keep only the newest value.
         """
+        check_name(port, "overwritten_count")
         edge = self._engine.edges.get(port)
         if edge is None:
             msg = f"no edge named `{port}`"
@@ -522,6 +545,7 @@ class Graph:
 
     def counter_value(self, name: str) -> int:
         """Value of the named counter kernels add to with ``cc.counter_add`` (0 if unset)."""
+        check_name(name, "counter_value", "name")
         with self._counters_lock:
             return self._counters.get(name, 0)
 

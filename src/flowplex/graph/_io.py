@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, final
 
 from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
 from ..packets import Packet, clone_owned, to_packet
+from ._args import check_timeout, check_ts
 from ._engine import _BUFFER, _buffer_bytes
 
 if TYPE_CHECKING:
@@ -20,15 +21,6 @@ if TYPE_CHECKING:
 __all__ = ["Input", "Poller"]
 
 log = logging.getLogger("flowplex.graph")
-
-
-def _check_ts(ts: object) -> int | None:
-    if ts is None:
-        return None
-    if isinstance(ts, bool) or not isinstance(ts, int):
-        msg = f"ts must be an int timestamp, got {type(ts).__name__}"
-        raise TypeError(msg)
-    return ts
 
 
 @final
@@ -60,8 +52,10 @@ class Input:
         or non-increasing timestamp, ``KernelError`` once the graph has failed.
         """
         engine = self._engine
-        if type(ts) is not int:
-            ts = _check_ts(ts)
+        if type(ts) is not int:  # the common case costs one check; the helper names the mistake
+            ts = check_ts(ts, "Input.send")
+        if timeout is not None:
+            timeout = check_timeout(timeout, "Input.send")
         work = engine.accept(self._edge, to_packet(value, ts, True), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
         engine.run_work(work)
@@ -69,15 +63,16 @@ class Input:
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""
         engine = self._engine
-        work = engine.accept(self._edge, to_packet(value, _check_ts(ts), True), wait=False)
+        work = engine.accept(self._edge, to_packet(value, check_ts(ts, "Input.send_nowait"), True), wait=False)
         del value
         engine.run_work(work)
 
     def try_send(self, value: object, ts: int | None = None) -> bool:
         """Like ``send_nowait`` but returns False instead of raising when the graph is full."""
         engine = self._engine
+        ts = check_ts(ts, "Input.try_send")
         try:
-            work = engine.accept(self._edge, to_packet(value, _check_ts(ts), True), wait=False)
+            work = engine.accept(self._edge, to_packet(value, ts, True), wait=False)
         except WouldBlock:
             return False
         del value
@@ -224,6 +219,7 @@ class Poller:
         seconds pass, ``KernelError`` if the graph failed (after the packets queued before the
         failure), ``DeadlockError`` if the graph stalled.
         """
+        timeout = check_timeout(timeout, "Poller.next")
         engine = self._engine
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
         with engine.lock:
