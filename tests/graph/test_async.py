@@ -242,3 +242,14 @@ def test_a_grace_that_suffices_terminates_the_graph_without_a_warning(how: str, 
         return elapsed
 
     assert asyncio.run(main()) < 2.0  # the kernel's 0.3 s, well inside the 5 s grace
+
+
+def test_run_async_on_a_closed_graph_raises_instead_of_hanging() -> None:
+    g = flowplex.Graph.from_yaml(CHAIN)
+    g.close()
+
+    async def main() -> None:
+        with pytest.raises(flowplex.StateError, match=r"need an open graph: this one was closed"):
+            await asyncio.wait_for(g.run_async(), timeout=5)
+
+    asyncio.run(main())

@@ -48,6 +48,9 @@ class AsyncDriver:
         if self._task is not None:
             return self._task
         graph = self._graph
+        if graph._closed:
+            msg = "run_async/events need an open graph: this one was closed (Graph.close)"
+            raise StateError(msg)
         if graph.state == 0:
             msg = "the graph is not initialized"
             raise StateError(msg)
