@@ -396,10 +396,7 @@ class Graph:
         if max_steps < 0:
             msg = f"pump_steps: max_steps must be >= 0, got {max_steps}"
             raise ValueError(msg)
-        done = 0
-        while done < max_steps and self._engine.pump_step():
-            done += 1
-        return done
+        return self._engine.pump(max_steps)
 
     def wait_done(self, timeout: float | None = None) -> None:
         """Block until every node has closed; raise the graph's error, if any.
@@ -415,8 +412,7 @@ class Graph:
             raise StateError(msg)
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            while engine.pump_step():
-                pass
+            engine.pump()
             force = False
             with engine.lock:
                 if engine.state in (TERMINATED, INITIALIZED):
@@ -455,8 +451,7 @@ class Graph:
         engine = self._engine
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            while engine.pump_step():
-                pass
+            engine.pump()
             with engine.lock:
                 if engine.idle():
                     if engine.blocked_nodes and not engine.halted:
