@@ -191,7 +191,7 @@ def build_ms(engine: str, n: int) -> float:
 def row(name: str, fp: float, lm: float, unit: str, higher_is_better: bool = True) -> None:
     ratio = fp / lm if lm else float("inf")
     better = "x faster" if higher_is_better else "x cost"
-    print(f"{name:<52} {fp:>12.1f} {lm:>12.1f} {unit:<10} {ratio:>7.2f}{better}")
+    print(f"{name:<64} {fp:>12.1f} {lm:>12.1f} {unit:<10} {ratio:>7.2f}{better}")
 
 
 def main() -> None:
@@ -209,9 +209,10 @@ def main() -> None:
 
     flowplex.Graph  # noqa: B018  (loads the scheduler, so the mode below is the one measured)
     print(f"# flowplex scheduler: {_native.mode} (FLOWPLEX_PURE_PYTHON=1 measures the Python sources)")
-    print("# flowplex runs every row on its default executor (the calling thread); lm-lmflow on a")
-    print("# DelegatingExecutor pumped by the host thread ('host thread') or on its default thread pool.")
-    print(f"{'workload':<52} {'flowplex':>12} {'lm-lmflow':>12} {'unit':<10} {'ratio':>8}")
+    print("# flowplex runs every row on its default executor (the calling thread), except the rows 'both on a")
+    print("# DelegatingExecutor'; lm-lmflow on a DelegatingExecutor pumped by the host thread ('host thread')")
+    print("# or on its default thread pool.")
+    print(f"{'workload':<64} {'flowplex':>12} {'lm-lmflow':>12} {'unit':<10} {'ratio':>8}")
 
     frame = np.zeros((1080, 1920, 3), dtype=np.uint8)
     results: dict[tuple[str, str, str], float] = {}
@@ -227,6 +228,18 @@ def main() -> None:
         hop_fp = (1 / results[("flowplex", label, "16")] - 1 / results[("flowplex", label, "1")]) / 15 * 1e6
         hop_lm = (1 / results[("lm-lmflow", label, "16")] - 1 / results[("lm-lmflow", label, "1")]) / 15 * 1e6
         row(f"cost per extra hop ({label})", hop_fp, hop_lm, "us/hop", higher_is_better=False)
+
+    # The same YAML on both engines: every node on a DelegatingExecutor pumped by the host thread
+    # (lm-lmflow's figures are the 'host thread' rows above, from this run).
+    label = "both on a DelegatingExecutor"
+    for n in (1, 16):
+        fp = cached_throughput("flowplex", chain_yaml(n, "flowplex", "host"), n_int, int)
+        results[("flowplex", label, str(n))] = fp
+        results[("lm-lmflow", label, str(n))] = lm = results[("lm-lmflow", "host thread", str(n))]
+        row(f"chain N={n}, int packets ({label})", fp, lm, "pkt/s")
+    hop_fp = (1 / results[("flowplex", label, "16")] - 1 / results[("flowplex", label, "1")]) / 15 * 1e6
+    hop_lm = (1 / results[("lm-lmflow", label, "16")] - 1 / results[("lm-lmflow", label, "1")]) / 15 * 1e6
+    row(f"cost per extra hop ({label}, host thread)", hop_fp, hop_lm, "us/hop", higher_is_better=False)
 
     for lm_mode, label in (("host", "host thread"), ("default", "default executor")):
         fp = cached_throughput("flowplex", diamond_yaml("flowplex", "default"), n_int, int)

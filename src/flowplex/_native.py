@@ -31,6 +31,7 @@ COMPILED: Final = (
     "flowplex.graph._backpressure",
     "flowplex.kernels._context",
     "flowplex.executors._inline",
+    "flowplex.executors._delegating",
 )
 """Compiled as one group (single inheritance only, one shared runtime library)."""
 GROUP: Final = "flowplex"

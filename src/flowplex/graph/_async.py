@@ -85,8 +85,7 @@ class AsyncDriver:
                 event.clear()
                 with self._lock:
                     self._pending = False
-                while engine.pump_step():
-                    pass
+                engine.pump()
                 async with changed:
                     changed.notify_all()
                 if engine.state == TERMINATED:

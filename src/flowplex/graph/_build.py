@@ -64,6 +64,8 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
             is_source=spec.is_source, counter_add=counter_add, log=log_fn, strict_ports=plan.spec.strict_ports,
         )
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
+        if isinstance(node.executor, DelegatingExecutor):
+            node.delegate = node.executor
         node.in_types = list(contract.input_types)
         node.out_types = list(contract.output_types)
         node.typed_inputs = any(node.in_types)

@@ -412,7 +412,8 @@ class Engine(BackpressureMixin):
         lock = self.lock
         executor = node.executor
         # The work queued behind this task on this thread (None: not an inline executor).
-        backlog = executor.backlog() if executor.kind == "inline" else None  # type: ignore[attr-defined]
+        backlog = (executor.backlog() if node.delegate is None and executor.kind == "inline"  # type: ignore[attr-defined]
+                   else None)
         while True:
             try:
                 node.kernel.process(ctx)
@@ -519,7 +520,15 @@ class Engine(BackpressureMixin):
                     ex.submit(task, arg)
                 return
             if backlog or not port.chained or self.timed:  # type: ignore[union-attr]
-                port.node.executor.submit(self._run, nxt)  # type: ignore[union-attr]
+                consumer = port.node  # type: ignore[union-attr]
+                d = consumer.delegate
+                if d is not None:
+                    # ``submit`` with its wake-up, in direct calls: the queue keeps lm-flow's
+                    # order (the consumer runs when its turn comes, not now).
+                    d.push(self._run, nxt)
+                    self._on_delegated()
+                else:
+                    consumer.executor.submit(self._run, nxt)
                 for ex, task, arg in subs:
                     ex.submit(task, arg)
                 return

@@ -435,11 +435,8 @@ class Graph:
 
     def pump_steps(self, max_steps: int) -> int:
         """Run up to ``max_steps`` delegated tasks; returns how many ran."""
-        max_steps = check_count(max_steps, "pump_steps", "max_steps")
-        done = 0
-        while done < max_steps and self._engine.pump_step():
-            done += 1
-        return done
+        max_steps = check_count(max_steps, "pump_steps", "max_steps")  # a TypeError or ValueError first
+        return self._engine.pump(max_steps)
 
     def wait_done(self, timeout: float | None = None) -> None:
         """Block until every node has closed; raise the graph's error, if any.
@@ -456,8 +453,7 @@ class Graph:
             raise StateError(msg)
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            while engine.pump_step():
-                pass
+            engine.pump()
             force = False
             with engine.lock:
                 if engine.state in (TERMINATED, INITIALIZED):
@@ -499,8 +495,7 @@ class Graph:
         engine = self._engine
         deadline = None if timeout is None else time.monotonic() + float(timeout)
         while True:
-            while engine.pump_step():
-                pass
+            engine.pump()
             with engine.lock:
                 if engine.idle():
                     if engine.blocked_nodes and not engine.halted:

@@ -62,20 +62,52 @@ class LifecycleMixin(EngineState):
 
     def pump_step(self) -> bool:
         """Run at most one delegated task on this thread; False when there was nothing to do."""
-        if not self.delegating:
-            return False
-        if not self._pump_gate.acquire(blocking=False):
-            return False
+        return self.pump(1) == 1
+
+    def pump(self, max_steps: int = -1) -> int:
+        """Run up to ``max_steps`` delegated tasks (all there are when negative); returns how many.
+
+        Each step is what ``pump_step`` does: the oldest task of the next delegating executor
+        in round-robin order (the cursor), so ``pump_steps(n)`` and a drain in ``wait_done``
+        run the very tasks, in the very order, that as many single ``pump_step`` calls would.
+        The pump gate is taken once for the whole run rather than once per task: another host
+        thread finds it taken either way while a task runs, and gets False (lm-flow's gate).
+        """
+        delegating = self.delegating
+        if not delegating or max_steps == 0:
+            return 0
+        gate = self._pump_gate
+        if not gate.acquire(False):  # positional: a keyword argument costs a dict per call
+            return 0
+        ran = 0
+        run = self._run
+        n = len(delegating)
         try:
-            n = len(self.delegating)
-            for i in range(n):
-                d = self.delegating[(self._pump_cursor + i) % n]
-                if d.run_one():
-                    self._pump_cursor = (self._pump_cursor + i + 1) % n
-                    return True
-            return False
+            while ran != max_steps:
+                cursor = self._pump_cursor
+                tasks = None
+                for i in range(n):
+                    k = cursor + i
+                    if k >= n:
+                        k -= n
+                    if delegating[k].tasks:
+                        tasks = delegating[k].tasks
+                        self._pump_cursor = k + 1 if k + 1 < n else 0
+                        break
+                if tasks is None:
+                    return ran
+                try:
+                    fn, arg = tasks.popleft()
+                except IndexError:  # ``shutdown`` on another thread cleared it
+                    return ran
+                ran += 1
+                if fn is run:
+                    self.run(arg)  # the common task: a direct call in the compiled build
+                else:
+                    fn(arg)
+            return ran
         finally:
-            self._pump_gate.release()
+            gate.release()
 
     def delegated_pending(self) -> bool:
         """Whether any delegating executor holds queued tasks."""
@@ -115,11 +147,14 @@ class LifecycleMixin(EngineState):
             cb()
 
     def _on_delegated(self) -> None:
-        # Called by a delegating executor after a submission, possibly without the lock.
+        # Called after a submission to a delegating executor, possibly without the lock. Only a
+        # waiting host needs the notify: ``waiters`` rises under the lock before a host waits,
+        # and a host that has not yet waited sees the queued task (or waits one slice at most,
+        # as when the try-acquire below fails).
         cb = self.wakeup
         if cb is not None:
             cb()
-        if self.lock.acquire(blocking=False):
+        if self.waiters and self.lock.acquire(False):
             try:
                 self.changed.notify_all()
             finally:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Final
 from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
 
 if TYPE_CHECKING:
-    from ..executors import Executor
+    from ..executors import DelegatingExecutor, Executor
     from ..kernels import Kernel
     from ..kernels._context import Context, NodeInfo
     from ..packets import Packet
@@ -122,7 +122,7 @@ class Node:
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
                  "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple", "hop",
-                 "out_edge")
+                 "out_edge", "delegate")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -130,6 +130,8 @@ class Node:
         self.kernel = kernel
         self.info = info
         self.executor = executor
+        self.delegate: DelegatingExecutor | None = None
+        """``executor`` when it is a delegating one (set by the build): the hop path queues there."""
         self.is_source = spec.is_source
         self.max_in_flight = max(1, spec.max_in_flight)
         self.policy = POLICY_CODES[spec.input_policy.type]
