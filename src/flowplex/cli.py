@@ -140,7 +140,7 @@ def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ..
     """
     import yaml
 
-    from flowplex.config._suggest import did_you_mean
+    from flowplex._suggest import did_you_mean
 
     key, sep, raw = text.partition("=")
     if not sep or "." not in key:

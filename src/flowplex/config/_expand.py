@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from .._suggest import did_you_mean
 from ..errors import ConfigError
 from ..graph._spec import NodeSpec
 from ._convert import NodeSite, Rename, classify_node, convert_node, convert_ports, default_name
@@ -19,7 +20,6 @@ from ._include import SubgraphEntry
 from ._paths import Source, YamlPath, format_path
 from ._ports import PortDeclError, parse_port_decl, port_specs
 from ._schema import NodeModel, SubgraphModel
-from ._suggest import did_you_mean
 
 __all__ = ["Expansion", "expand_nodes"]
 

@@ -15,6 +15,7 @@ from typing import Any, Final, Literal, Union, get_args, get_origin
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
 
+from .._suggest import did_you_mean
 from ..errors import ConfigError
 from ._paths import Source, YamlPath, format_path, node_context
 from ._schema import (
@@ -25,7 +26,6 @@ from ._schema import (
     PredicateModel,
     TimestampConditionModel,
 )
-from ._suggest import did_you_mean
 
 __all__ = ["describe_value", "validate_document"]
 

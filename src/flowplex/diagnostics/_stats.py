@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .._suggest import did_you_mean
 from .._timestamps import ts_name
 
 if TYPE_CHECKING:
@@ -251,7 +252,6 @@ class GraphStats:
         for n in self.nodes:
             if n.node_name == name:
                 return n
-        from ..config._suggest import did_you_mean
         from ..errors import UnknownPortError
 
         msg = f"no node named `{name}`{did_you_mean(name, [n.node_name for n in self.nodes])}"

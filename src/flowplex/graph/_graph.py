@@ -11,6 +11,7 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, Any, final
 
 from .._log import kernel_log
+from .._suggest import suggest
 from .._timestamps import TS_UNSTARTED
 from .._types import PathLike
 from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
@@ -256,8 +257,6 @@ class Graph:
 
     def _output_edge(self, port: str) -> Any:
         if port not in self._plan.graph_outputs:
-            from ..config._suggest import suggest
-
             hint = suggest(port, list(self._plan.graph_outputs))
             tail = f"; did you mean `{hint}`?" if hint else f" (graph outputs: {list(self._plan.graph_outputs)})"
             msg = f"graph output port `{port}` does not exist{tail}"
@@ -357,8 +356,6 @@ class Graph:
             check_name(port, "input")
         handle = self._inputs.get(port)
         if handle is None:
-            from ..config._suggest import suggest
-
             hint = suggest(port, list(self._inputs))
             tail = f"; did you mean `{hint}`?" if hint else f" (graph inputs: {list(self._inputs)})"
             msg = f"graph input port `{port}` does not exist{tail}"

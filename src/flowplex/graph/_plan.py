@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
 
+from .._suggest import did_you_mean
 from ..errors import ConfigError
 from ._spec import (
     DEFAULT_EXECUTOR,
@@ -133,9 +134,6 @@ def _format_field(field: Iterable[str | int], *, root: bool = False) -> str:
 
 
 def _hint(word: str, candidates: Iterable[str]) -> str:
-    # Imported here: flowplex.config imports this module, not the other way round.
-    from ..config._suggest import did_you_mean
-
     return did_you_mean(word, candidates)
 
 

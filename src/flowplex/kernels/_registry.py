@@ -12,6 +12,7 @@ import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from .._suggest import suggest
 from ..errors import ConfigError, UnknownKernelError
 
 if TYPE_CHECKING:
@@ -153,8 +154,6 @@ def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
         return _register_entry_point(name, found, _entry_points.load(found, name, where), where)
     with _lock:
         names = sorted(set(_registry) | set(_PROVIDERS) | set(_entry_points.names()))
-    from ..config._suggest import suggest  # lazy: config is not needed on the hot path
-
     hint = suggest(name, names)
     did_you_mean = f"; did you mean `{hint}`?" if hint else ""
     msg = (

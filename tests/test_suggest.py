@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowplex.config._suggest import did_you_mean, edit_distance, suggest
+from flowplex._suggest import did_you_mean, edit_distance, suggest
 
 
 @pytest.mark.parametrize(
