@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from flowplex.config import load_yaml_file
-from flowplex.graph._spec import ROUTE_KERNEL, ExecutorSpec, PortSpec
+from flowplex.spec import ExecutorSpec, PortSpec
+from flowplex.spec._specs import ROUTE_KERNEL
 
 DATA = Path(__file__).parent / "data"
 

@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from flowplex.config._ports import PortDeclError, format_port_decl, parse_port_decl, port_specs
-from flowplex.graph._spec import PortSpec
+from flowplex.spec import PortSpec
 
 
 @pytest.mark.parametrize(

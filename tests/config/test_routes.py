@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from flowplex.config import load_yaml
-from flowplex.graph._plan import build_plan
-from flowplex.graph._spec import ROUTE_KERNEL, PredicateSpec, RouteRuleSpec, RouteSpec
+from flowplex.spec import PredicateSpec, RouteRuleSpec, RouteSpec, build_plan
+from flowplex.spec._specs import ROUTE_KERNEL
 
 from ._util import assert_error, dedent
 

@@ -8,7 +8,8 @@ import re
 import pytest
 
 from flowplex.config import json_schema, load_yaml
-from flowplex.graph._spec import DEFAULT_EXECUTOR, InputPolicySpec, InputQueuesSpec
+from flowplex.spec import InputPolicySpec, InputQueuesSpec
+from flowplex.spec._specs import DEFAULT_EXECUTOR
 
 from ._util import assert_error
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from flowplex.config import load_yaml
-from flowplex.graph._spec import PortSpec
+from flowplex.spec import PortSpec
 
 from ._util import assert_error, dedent
 

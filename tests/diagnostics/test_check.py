@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from flowplex.diagnostics import CheckReport, check_config, describe_predicate
-from flowplex.graph._spec import PredicateSpec
+from flowplex.spec import PredicateSpec
 
 DATA = Path(__file__).parent / "data"
 

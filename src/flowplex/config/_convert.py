@@ -14,7 +14,7 @@ from typing import Literal
 
 from .._types import OptionValue
 from ..errors import ConfigError
-from ..graph._spec import (
+from ..spec._specs import (
     DEFAULT_EXECUTOR,
     ROUTE_KERNEL,
     ExecutorSpec,

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
-from ..graph._spec import NodeSpec
+from ..spec._specs import NodeSpec
 from ._convert import NodeSite, Rename, classify_node, convert_node, convert_ports, default_name
 from ._include import SubgraphEntry
 from ._paths import Source, YamlPath, format_path

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from .._types import PathLike
 from ..errors import ConfigError
-from ..graph._plan import FieldPath, GraphPlan, build_plan
-from ..graph._spec import GraphSpec, PortSpec, StatsLevel
+from ..spec._plan import FieldPath, GraphPlan, build_plan
+from ..spec._specs import GraphSpec, PortSpec, StatsLevel
 from ._convert import convert_executor
 from ._expand import expand_nodes
 from ._imports import run_imports

@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Final
 
-from ..graph._spec import PortSpec
+from ..spec._specs import PortSpec
 
 __all__ = ["PortDeclError", "format_port_decl", "parse_port_decl", "port_specs"]
 

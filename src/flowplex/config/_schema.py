@@ -2,7 +2,7 @@
 
 ``extra="forbid"`` everywhere, so a misspelt key is an error, and ``strict=True`` so that
 ``max_queue_size: "5"`` or ``rate: true`` are rejected as lm-flow's parser rejects them.
-Cross-field rules live in ``_convert`` / ``_expand`` (structure) and ``graph._plan`` (semantics).
+Cross-field rules live in ``_convert`` / ``_expand`` (structure) and ``spec._plan`` (semantics).
 These models never leave ``flowplex.config``; the engine only sees the frozen specs.
 """
 

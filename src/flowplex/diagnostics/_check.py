@@ -15,8 +15,8 @@ from typing import Final, final
 
 from .._types import PathLike
 from ..errors import ConfigError
-from ..graph._plan import GraphPlan
-from ..graph._spec import DEFAULT_EXECUTOR, NodeSpec, PredicateSpec, RouteSpec
+from ..spec._plan import GraphPlan
+from ..spec._specs import DEFAULT_EXECUTOR, NodeSpec, PredicateSpec, RouteSpec
 
 __all__ = ["CheckReport", "check_config", "describe_predicate"]
 

@@ -40,8 +40,8 @@ from ._stats import ExecutorStats, GraphStats, NodeStats, collect
 
 if TYPE_CHECKING:
     from ..graph import Graph
-    from ..graph._plan import GraphPlan
-    from ..graph._spec import NodeSpec
+    from ..spec._plan import GraphPlan
+    from ..spec._specs import NodeSpec
 
 __all__ = ["graphviz_available", "parse_view", "render_svg", "to_dot"]
 

@@ -1,4 +1,4 @@
-"""Graphs: specs, planning, the runtime engine and the public ``Graph`` facade."""
+"""Graphs: the runtime engine and the public ``Graph`` facade (specs and plans: ``flowplex.spec``)."""
 
 from ._graph import Graph as Graph
 from ._graph import GraphState as GraphState

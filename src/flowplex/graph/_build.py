@@ -12,11 +12,12 @@ from ..kernels._context import Context, NodeInfo
 from ..kernels._contract import declare_contract
 from ..kernels._ports import PortTable
 from ..kernels._registry import Kernel, kernel_class
+from ..kernels._route import make_route_kernel
 from ..packets import type_name
+from ..spec._plan import GraphPlan
+from ..spec._specs import ROUTE_KERNEL, GraphSpec
 from ._engine import Engine
 from ._nodes import BATCH, Edge, Node
-from ._plan import GraphPlan
-from ._spec import ROUTE_KERNEL, GraphSpec
 
 log = logging.getLogger("flowplex.graph")
 
@@ -48,8 +49,6 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         inputs = PortTable(spec.input_ports)
         outputs = PortTable(spec.output_ports)
         if spec.kernel == ROUTE_KERNEL:
-            from ..kernels._route import make_route_kernel
-
             cls: type[Kernel] = make_route_kernel(spec)
         else:
             cls = kernel_class(spec.kernel, where=f"{spec.path}.kernel")

@@ -17,12 +17,12 @@ from .._types import PathLike
 from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
 from ..kernels._context import PHASE_OPEN
 from ..packets import Packet, new_buffer, to_packet
+from ..spec._plan import GraphPlan, build_plan
+from ..spec._specs import GraphSpec
 from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
 from ._build import build_engine
 from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
 from ._io import Input, Poller
-from ._plan import GraphPlan, build_plan
-from ._spec import GraphSpec
 
 if TYPE_CHECKING:
     import numpy as np

@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from ..kernels import Kernel
     from ..kernels._context import Context, NodeInfo
     from ..packets import Packet
+    from ..spec._specs import NodeSpec
     from ._io import Poller
-    from ._spec import NodeSpec
 
 Observer = Callable[["Packet"], object]
 

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, final
 from .._timestamps import INVALID_ID
 
 if TYPE_CHECKING:  # annotations only: importing flowplex.graph here would be circular
-    from ..graph._spec import PortSpec
+    from ..spec._specs import PortSpec
 
 
 @final

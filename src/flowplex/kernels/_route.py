@@ -10,8 +10,8 @@ import operator
 from collections.abc import Callable
 from typing import Any, Final
 
-from ..graph._spec import NodeSpec, PredicateSpec, RouteSpec
 from ..packets import Packet, clone_owned
+from ..spec._specs import NodeSpec, PredicateSpec, RouteSpec
 from ._context import Context
 from ._registry import Kernel
 

@@ -10,8 +10,8 @@ from typing import Any, final
 from .._log import kernel_log
 from .._timestamps import TS_UNSET, TS_UNSTARTED
 from ..errors import KernelError, StateError
-from ..graph._spec import PortSpec
 from ..packets import Packet, clone_owned, to_packet, type_name
+from ..spec._specs import PortSpec
 from ._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS, CloseReason, Context, NodeInfo
 from ._contract import declare_contract
 from ._ports import PortTable

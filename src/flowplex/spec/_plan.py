@@ -19,7 +19,7 @@ from typing import Final, TypeAlias
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
-from ._spec import (
+from ._specs import (
     DEFAULT_EXECUTOR,
     EXECUTOR_TYPES,
     POLICY_TYPES,

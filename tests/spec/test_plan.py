@@ -9,9 +9,8 @@ import pytest
 
 from flowplex.config import load_yaml
 from flowplex.errors import ConfigError
-from flowplex.graph._plan import DEFAULT_EXECUTOR_SPEC, EdgePlan, build_plan, node_where
-from flowplex.graph._spec import (
-    ROUTE_KERNEL,
+from flowplex.spec import (
+    EdgePlan,
     ExecutorSpec,
     GraphSpec,
     InputPolicySpec,
@@ -20,7 +19,10 @@ from flowplex.graph._spec import (
     PredicateSpec,
     RouteRuleSpec,
     RouteSpec,
+    build_plan,
 )
+from flowplex.spec._plan import DEFAULT_EXECUTOR_SPEC, node_where
+from flowplex.spec._specs import ROUTE_KERNEL
 
 
 def plan_of(text: str):  # type: ignore[no-untyped-def]

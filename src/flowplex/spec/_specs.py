@@ -1,6 +1,6 @@
 """Parsed, validated, immutable descriptions of a graph.
 
-``flowplex.config`` turns YAML into these specs; ``flowplex.graph._plan`` checks them and
+``flowplex.config`` turns YAML into these specs; ``flowplex.spec._plan`` checks them and
 derives the edge tables; the runtime only ever sees specs and plans, never YAML or pydantic.
 """
 
