@@ -61,3 +61,17 @@ def test_cv_test_kernels_are_absent() -> None:
     assert flowplex.has_cv_test_kernels() is False
     with pytest.raises(RuntimeError):
         flowplex.register_cv_test_kernels()
+
+
+def test_spec_package_surface_is_pinned() -> None:
+    import flowplex.spec
+    from flowplex.config import load_yaml
+
+    assert flowplex.spec.__all__ == [
+        "Diagnostic", "EdgePlan", "ExecutorSpec", "GraphPlan", "GraphSpec", "InputPolicySpec", "InputQueuesSpec",
+        "NodeSpec", "PortSpec", "PredicateSpec", "RouteRuleSpec", "RouteSpec", "build_plan",
+    ]
+    spec = load_yaml("nodes: [{name: a, kernel: K, input_ports: [x], output_ports: [y]}]\ninput_ports: [x]\n")
+    assert isinstance(spec, flowplex.spec.GraphSpec)
+    assert isinstance(spec.nodes[0], flowplex.spec.NodeSpec)
+    assert isinstance(flowplex.spec.build_plan(spec), flowplex.spec.GraphPlan)

@@ -1,0 +1,185 @@
+"""The engine's packages import each other one way only: a table of layers, checked against the sources.
+
+The imports are read with ``ast`` (static: a lazy import inside a function is a dependency too, only
+later), and each package is also imported alone in a fresh interpreter to see what it really loads.
+A new import that goes against the table, or a new package that is not in it, fails here: place it in
+``MAY_IMPORT`` (and keep the table free of cycles) rather than dodging a cycle with a lazy import.
+"""
+
+from __future__ import annotations
+
+import ast
+import graphlib
+import subprocess
+import sys
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+import flowplex
+
+SRC = Path(flowplex.__file__).parent
+
+LEAVES = frozenset({"errors", "_types", "_timestamps", "_log", "_native", "_suggest"})
+"""Modules that import nothing of flowplex: anything may import them."""
+
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    **{leaf: frozenset() for leaf in LEAVES},
+    "packets": LEAVES,
+    "executors": LEAVES,
+    "spec": LEAVES,  # the specs and the plan: a leaf package, so config, kernels and graph can all read it
+    "_events": LEAVES | {"packets"},
+    "kernels": LEAVES | {"packets", "spec"},
+    "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
+    "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
+    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events"},
+}
+"""Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
+
+UNCHECKED = frozenset({"flowplex", "agents", "terminal", "transport", "cli", "_data"})
+"""Parts above the engine (and the package facade), not in the table; the engine never imports them."""
+
+
+@dataclass(frozen=True)
+class Import:
+    """One import of a flowplex module, as written in a source file."""
+
+    source: str  # the importing part
+    target: str  # the imported part
+    where: str  # file:line
+    type_checking: bool  # under `if TYPE_CHECKING:` (never runs)
+
+
+def _part(module: str) -> str:
+    """``flowplex.graph._engine`` -> ``graph``; ``flowplex`` -> ``flowplex``."""
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else parts[0]
+
+
+def _module_name(path: Path) -> tuple[str, str]:
+    """The module name of a source file and the package its relative imports start from."""
+    rel = path.relative_to(SRC.parent).with_suffix("")
+    name = ".".join(rel.parts)
+    if rel.name == "__init__":
+        name = name.removesuffix(".__init__")
+        return name, name
+    return name, name.rpartition(".")[0]
+
+
+def _import_statements(tree: ast.Module) -> list[tuple[ast.Import | ast.ImportFrom, bool]]:
+    """Every import statement, with whether it sits under ``if TYPE_CHECKING:``."""
+    found: list[tuple[ast.Import | ast.ImportFrom, bool]] = []
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, guarded = todo.pop()
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            found.append((node, guarded))
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo += [(stmt, True) for stmt in node.body] + [(stmt, guarded) for stmt in node.orelse]
+        elif isinstance(node, ast.stmt | ast.Module):  # imports are statements: no need to enter expressions
+            todo += [(child, guarded) for child in ast.iter_child_nodes(node)]
+    return found
+
+
+def _imports_of(path: Path) -> list[Import]:
+    name, package = _module_name(path)
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node, guarded in _import_statements(tree):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif node.level:
+            base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+            module = ".".join([*base, node.module] if node.module else base)
+            # `from . import errors` in the top-level package names a module.
+            targets = [f"{module}.{alias.name}" for alias in node.names] if module == "flowplex" else [module]
+        else:
+            module = node.module or ""
+            targets = [f"{module}.{alias.name}" for alias in node.names] if module == "flowplex" else [module]
+        for target in targets:
+            if target == "flowplex" or target.startswith("flowplex."):
+                where = f"{path.relative_to(SRC.parent)}:{node.lineno}"
+                found.append(Import(_part(name), _part(target), where, guarded))
+    return found
+
+
+@cache
+def _all_imports() -> tuple[Import, ...]:
+    return tuple(imp for path in sorted(SRC.rglob("*.py")) for imp in _imports_of(path))
+
+
+def _parts_in_source() -> set[str]:
+    parts = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    parts |= {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
+    return parts
+
+
+def _closure(part: str) -> set[str]:
+    seen: set[str] = set()
+    todo = [part]
+    while todo:
+        for dep in MAY_IMPORT[todo.pop()]:
+            if dep not in seen:
+                seen.add(dep)
+                todo.append(dep)
+    return seen
+
+
+def test_every_part_has_a_place() -> None:
+    """A new package or top-level module must be placed in the table (or declared above the engine)."""
+    assert sorted(_parts_in_source() - set(MAY_IMPORT) - UNCHECKED) == []
+    assert sorted((set(MAY_IMPORT) | UNCHECKED) - _parts_in_source() - {"flowplex"}) == []
+
+
+def test_the_table_has_no_cycle() -> None:
+    graphlib.TopologicalSorter(MAY_IMPORT).prepare()  # raises CycleError naming the cycle
+
+
+def test_the_reader_sees_lazy_and_type_checking_imports() -> None:
+    """Guards the reader itself: known imports of each kind are found."""
+    imports = {(i.source, i.target, i.type_checking) for i in _all_imports()}
+    assert ("graph", "config", False) in imports  # lazy, inside Graph.from_yaml
+    assert ("graph", "spec", False) in imports
+    assert ("diagnostics", "graph", True) in imports
+    assert ("config", "spec", False) in imports
+
+
+@pytest.mark.parametrize("part", sorted(MAY_IMPORT))
+def test_imports_follow_the_layers(part: str) -> None:
+    wrong = [
+        f"{i.where}: {i.source} imports {i.target}"
+        for i in _all_imports()
+        if i.source == part and i.target != part and not i.type_checking and i.target not in MAY_IMPORT[part]
+    ]
+    assert wrong == [], f"{part} may import only {sorted(MAY_IMPORT[part])}"
+
+
+def test_the_spec_package_is_a_leaf_even_for_type_hints() -> None:
+    wrong = [f"{i.where}: imports {i.target}" for i in _all_imports()
+             if i.source == "spec" and i.target not in LEAVES | {"spec"}]
+    assert wrong == []
+
+
+def test_config_and_kernels_do_not_import_the_engine() -> None:
+    """The two cycles the spec package removed: config <-> graph and kernels <-> graph (and kernels -> config)."""
+    wrong = [f"{i.where}: {i.source} imports {i.target}" for i in _all_imports()
+             if (i.source, i.target) in {("config", "graph"), ("kernels", "graph"), ("kernels", "config")}]
+    assert wrong == []
+
+
+@cache
+def _loaded_parts(statement: str) -> frozenset[str]:
+    code = f"import sys\n{statement}\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('flowplex.'))))"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True)
+    return frozenset(_part(module) for module in result.stdout.split())
+
+
+@pytest.mark.parametrize("part", sorted(set(MAY_IMPORT) - LEAVES))
+def test_a_package_imported_alone_loads_only_its_layers(part: str) -> None:
+    """In a fresh interpreter, ``import flowplex.<part>`` loads nothing above it in the table."""
+    facade = _loaded_parts("import flowplex")
+    assert facade <= LEAVES  # `import flowplex` itself is lazy (PEP 562)
+    loaded = _loaded_parts(f"import flowplex.{part}") - facade - {part}
+    assert sorted(loaded - _closure(part)) == []
