@@ -1,9 +1,9 @@
 """Graphs: specs, planning, the runtime engine and the public ``Graph`` facade."""
 
 from ._graph import Graph as Graph
-from ._graph import GraphState as GraphState
 from ._io import Input as Input
 from ._io import Poller as Poller
+from ._state import GraphState as GraphState
 
 __all__ = ["AsyncOutputEvents", "Graph", "GraphState", "Input", "Poller"]
 

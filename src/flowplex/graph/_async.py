@@ -19,6 +19,7 @@ from .._timestamps import TS_DONE
 from ..errors import StateError, Timeout
 from ._args import check_grace
 from ._engine import TERMINATED
+from ._state import GraphState
 
 if TYPE_CHECKING:
     from ._graph import Graph
@@ -51,14 +52,14 @@ class AsyncDriver:
         if graph._closed:
             msg = "run_async/events need an open graph: this one was closed (Graph.close)"
             raise StateError(msg)
-        if graph.state == 0:
+        if graph.state == GraphState.CREATED:
             msg = "the graph is not initialized"
             raise StateError(msg)
         self._loop = loop
         self._event = asyncio.Event()
         self._changed = asyncio.Condition()
         graph._engine.wakeup = self._wakeup
-        if graph.state == 1:
+        if graph.state == GraphState.INITIALIZED:
             graph.start()
         self._task = loop.create_task(self._drive(), name="flowplex-driver")
         return self._task

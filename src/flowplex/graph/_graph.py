@@ -7,7 +7,6 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any, final
 
 from .._log import kernel_log
@@ -18,10 +17,11 @@ from ..kernels._context import PHASE_OPEN
 from ..packets import Packet, new_buffer, to_packet
 from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
 from ._build import build_engine
-from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
+from ._engine import DRAINING, INITIALIZED, RUNNING, TERMINATED, Engine, Submission
 from ._io import Input, Poller
 from ._plan import GraphPlan, build_plan
 from ._spec import GraphSpec
+from ._state import GraphState
 
 if TYPE_CHECKING:
     import numpy as np
@@ -31,17 +31,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flowplex.graph")
 
-__all__ = ["Graph", "GraphState"]
-
-
-class GraphState(IntEnum):
-    """A graph's lifecycle state (lm-flow's values)."""
-
-    CREATED = 0
-    INITIALIZED = 1
-    RUNNING = 2
-    DRAINING = 3
-    TERMINATED = 4
+__all__ = ["Graph"]
 
 
 _FACTORY_TOKEN = object()
@@ -116,7 +106,7 @@ class Graph:
 
     def __repr__(self) -> str:
         state = self._engine.state
-        return f"<flowplex.Graph state={state} ({STATE_NAMES[state]}) nodes={len(self._engine.nodes)}>"
+        return f"<flowplex.Graph state={state} ({GraphState(state).name}) nodes={len(self._engine.nodes)}>"
 
     def __enter__(self) -> Graph:
         return self
@@ -131,8 +121,8 @@ class Graph:
     def _require_state(self, allowed: tuple[int, ...], what: str) -> None:
         state = self._engine.state
         if state not in allowed:
-            names = "/".join(STATE_NAMES[s] for s in allowed)
-            msg = f"{what} is only allowed while the graph is {names} (it is {STATE_NAMES[state]})"
+            names = "/".join(GraphState(s).name for s in allowed)
+            msg = f"{what} is only allowed while the graph is {names} (it is {GraphState(state).name})"
             raise StateError(msg)
 
     def set_side_packet(self, name: str, value: object) -> None:
@@ -169,7 +159,7 @@ class Graph:
                 with engine.lock:
                     engine.record_error(node, exc, f"open failed: {text}")
                 msg = f"kernel failed: [{node.name}] open failed: {text}"
-                raise KernelError(msg) from exc
+                raise KernelError(msg, node=node.name, kernel=node.spec.kernel) from exc
             finally:
                 for staged in ctx._out:
                     staged.clear()

@@ -160,7 +160,7 @@ class KernelRunner:
             for staged in ctx._out:
                 staged.clear()
             msg = f"kernel failed: [kernel_runner] {type(exc).__name__}: {exc}"
-            raise KernelError(msg) from exc
+            raise self._error(msg, ctx._ts if name == "process" else None) from exc
 
     def _collect(self, ctx: Context) -> None:
         for o, staged in enumerate(ctx._out):
@@ -170,10 +170,13 @@ class KernelRunner:
                     staged.clear()
                     msg = (f"kernel failed: [kernel_runner] output port {o} type mismatch: contract declares "
                            f"{type_name(want)}, emitted {type_name(p._tid)}")
-                    raise KernelError(msg)
+                    raise self._error(msg, ctx._ts)
         for o, staged in enumerate(ctx._out):
             self._results[o].extend(staged)
             staged.clear()
+
+    def _error(self, message: str, ts: int | None) -> KernelError:
+        return KernelError(message, node=self._info.name, kernel=self._info.kernel_name, ts=ts)
 
     def try_next(self, port: int = 0) -> Packet | None:
         """The next output packet of ``port``, or ``None``."""
