@@ -45,7 +45,7 @@ class AsyncDriver:
         loop = asyncio.get_running_loop()
         if self._loop is not None and self._loop is not loop:
             msg = "this graph is already driven by another event loop"
-            raise RuntimeError(msg)
+            raise StateError(msg)
         if self._task is not None:
             return self._task
         graph = self._graph
