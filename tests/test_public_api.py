@@ -42,7 +42,8 @@ def test_exceptions_keep_lmflow_builtin_bases() -> None:
     assert issubclass(flowplex.ConfigError, ValueError)
     assert issubclass(flowplex.UnknownKernelError, KeyError)
     assert issubclass(flowplex.UnknownKernelError, ValueError)
-    assert issubclass(flowplex.DeadlockError, flowplex.KernelError)
+    assert issubclass(flowplex.DeadlockError, RuntimeError)  # lm-flow raises its KernelError(RuntimeError)
+    assert not issubclass(flowplex.DeadlockError, flowplex.KernelError)  # a stall is no kernel's failure
     assert issubclass(flowplex.StateError, RuntimeError)
     assert issubclass(flowplex.GraphCancelled, RuntimeError)
     assert str(flowplex.UnknownKernelError("no such kernel")) == "no such kernel"

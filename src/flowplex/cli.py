@@ -12,6 +12,8 @@ from typing import Annotated, Any
 
 import typer
 
+from flowplex.errors import UsageError
+
 app = typer.Typer(
     name="flowplex",
     help="flowplex: run and inspect dataflow graphs written in YAML.",
@@ -136,7 +138,7 @@ def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ..
     """``NODE.OPTION[.SUB]=VALUE`` -> (node, option path, YAML-typed value).
 
     Node names may contain dots and slashes: the longest node name followed by ``.`` wins.
-    Raises ``ValueError`` with a one-line message (did-you-mean for unknown nodes).
+    Raises ``UsageError`` (a ``ValueError``) with a one-line message (did-you-mean for unknown nodes).
     """
     import yaml
 
@@ -145,25 +147,25 @@ def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ..
     key, sep, raw = text.partition("=")
     if not sep or "." not in key:
         msg = f"--set {text!r}: expected NODE.OPTION=VALUE"
-        raise ValueError(msg)
+        raise UsageError(msg)
     node = max((n for n in node_names if key.startswith(n + ".")), key=len, default=None)
     if node is None:
         guess = key.rsplit(".", 1)[0]
         msg = f"--set {text!r}: no node named `{guess}`{did_you_mean(guess, node_names)}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     path = tuple(key[len(node) + 1:].split("."))
     if not all(path):
         msg = f"--set {text!r}: empty option name"
-        raise ValueError(msg)
+        raise UsageError(msg)
     try:
         value = yaml.safe_load(raw) if raw.strip() else ""
     except yaml.YAMLError as exc:
         problem = str(getattr(exc, "problem", None) or exc).splitlines()[0]
         msg = f"--set {text!r}: value is not valid YAML ({problem})"
-        raise ValueError(msg) from None
+        raise UsageError(msg) from None
     if not _is_option_value(value):
         msg = f"--set {text!r}: value must be a number, bool, string, list or mapping, got {type(value).__name__}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     return node, path, value
 
 
@@ -191,13 +193,13 @@ def apply_overrides(spec: Any, overrides: list[str]) -> Any:
             current = {}
         if not isinstance(current, dict):
             msg = f"--set {text!r}: the options of node `{node}` are not a mapping"
-            raise ValueError(msg)
+            raise UsageError(msg)
         target = current
         for part in path[:-1]:
             inner = target.setdefault(part, {})
             if not isinstance(inner, dict):
                 msg = f"--set {text!r}: option `{part}` of node `{node}` is not a mapping"
-                raise ValueError(msg)
+                raise UsageError(msg)
             target = inner
         target[path[-1]] = value
         options[node] = current

@@ -8,8 +8,8 @@
     ├── UsageError (ValueError)               an API was called with a bad argument
     ├── UnknownPortError (KeyError)           no graph input/output port of that name
     ├── RunError (RuntimeError)               something went wrong while running
-    │   ├── KernelError                       a kernel failed (names the node, chains the cause)
-    │   │   └── DeadlockError                 nothing can ever run again but inputs wait
+    │   ├── KernelError                       a kernel failed: .node, .kernel, .ts; the cause chained
+    │   ├── DeadlockError                     nothing can ever run again but inputs wait
     │   ├── StateError                        the call is not allowed in the graph's state
     │   ├── GraphCancelled                    the graph was cancelled
     │   ├── ClosedError                       you closed it (send after close_input)
@@ -23,6 +23,11 @@
 The builtin mix-ins keep programs written for lm-lmflow working unchanged: lm-flow raises
 ``ValueError`` for configuration errors, ``KeyError`` for unknown kernels, ``RuntimeError``
 for state errors and ``lmflow.Timeout(TimeoutError)`` for timeouts.
+
+One difference is deliberate: lm-flow raises its ``KernelError`` for stalls too, flowplex a
+``DeadlockError``, which is a ``RunError`` (so a ``RuntimeError``) but not a ``KernelError``:
+``except KernelError`` means "a kernel failed", and a stall is no kernel's failure. Code that
+must catch both catches ``RunError`` (or ``RuntimeError``, as lm-flow programs do).
 """
 
 from __future__ import annotations
@@ -83,11 +88,32 @@ class RunError(FlowplexError, RuntimeError):
 
 
 class KernelError(RunError):
-    """A kernel callback failed; the message names the node and ``__cause__`` is the original."""
+    """A kernel callback failed; the message names the node and ``__cause__`` is the original.
+
+    The message is lm-flow's, ``kernel failed: [node] Type: text``; read the parts from the
+    attributes rather than from the message (a node's name may contain any character).
+
+    Attributes:
+        node: The name of the failing node; ``None`` when the failure is not one node's.
+            ``KernelRunner`` failures name its node, ``kernel_runner``.
+        kernel: The registered name of the failing node's kernel, or ``None``.
+        ts: The input timestamp of the failed ``process`` call (``cc.input_timestamp``);
+            ``None`` for a failure in ``open`` or ``close``.
+    """
+
+    def __init__(self, message: str = "", *, node: str | None = None, kernel: str | None = None,
+                 ts: int | None = None) -> None:
+        super().__init__(message)
+        self.node = node
+        self.kernel = kernel
+        self.ts = ts
 
 
-class DeadlockError(KernelError):
-    """No node can ever run again while inputs still wait; the message names the ports."""
+class DeadlockError(RunError):
+    """No node can ever run again while inputs still wait; the message names the ports.
+
+    Not a ``KernelError`` (lm-flow raises its ``KernelError`` for stalls): no kernel failed.
+    """
 
 
 class StateError(RunError):

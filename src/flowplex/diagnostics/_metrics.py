@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .._state import GraphState
 from ._stats import GraphStats, collect
 
 if TYPE_CHECKING:
@@ -27,7 +28,8 @@ __all__ = ["GRAPH_STATES", "GraphCollector", "MetricsServer", "serve_metrics"]
 
 log = logging.getLogger(__name__)
 
-GRAPH_STATES: Final = ("CREATED", "INITIALIZED", "RUNNING", "DRAINING", "TERMINATED")
+GRAPH_STATES: Final = tuple(s.name for s in GraphState)
+"""Every value of ``GraphStats.state``, in lifecycle order (one ``flowplex_graph_state`` label each)."""
 
 
 class GraphCollector:

@@ -11,11 +11,11 @@ breaks while the runtime grows.
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
+from .._state import GraphState
 from .._suggest import did_you_mean
 from .._timestamps import ts_name
 
@@ -40,8 +40,6 @@ __all__ = [
 NODE_STATES: Final = ("CREATED", "IDLE", "WAITING_SOURCE", "RUNNING", "CLOSED", "ERROR")
 """Every value of ``NodeStats.state`` (lm-flow's DOT node states)."""
 
-_GRAPH_STATES: Final = ("CREATED", "INITIALIZED", "RUNNING", "DRAINING", "TERMINATED")
-_FAILED_NODE: Final = re.compile(r"^kernel failed: \[(.+?)\] ")
 _HIST_BUCKETS: Final = 32
 
 
@@ -219,7 +217,7 @@ class GraphStats:
     """A consistent snapshot of the whole graph (one lock acquisition, one timestamp)."""
 
     state: str
-    """Lifecycle state: CREATED, INITIALIZED, RUNNING, DRAINING or TERMINATED."""
+    """The lifecycle state: a ``GraphState`` member's name (``"RUNNING"``...)."""
     stats_level: str
     """Effective stats level: ``off``, ``basic`` or ``full``."""
     taken_ns: int
@@ -270,7 +268,7 @@ class GraphStats:
     @property
     def started(self) -> bool:
         """The graph was started (RUNNING, DRAINING or TERMINATED)."""
-        return self.state in ("RUNNING", "DRAINING", "TERMINATED")
+        return GraphState[self.state] >= GraphState.RUNNING
 
 
 def percentile_us(hist: tuple[int, ...] | list[int], q: float) -> int | None:
@@ -359,6 +357,8 @@ def collect(graph: Graph) -> GraphStats:
         state = engine.state
         level = engine.stats_level
         error_text = engine.error_text
+        error = engine.error
+        failed_node = error.node if error is not None else None
         cancelled = engine.cancelled
         nodes = [_raw_node(n) for n in engine.nodes]
         edges = [_raw_edge(e) for e in engine.edges.values()]
@@ -367,8 +367,6 @@ def collect(graph: Graph) -> GraphStats:
         started_ns = int(getattr(engine, "started_ns", 0) or 0)
         executor_queued = [_executor_queued(ex) for ex in engine.executors]
     outputs = set(graph.plan.graph_outputs)
-    failed = _FAILED_NODE.match(error_text)
-    failed_node = failed.group(1) if failed else None
     node_stats = tuple(
         _node_stats(raw, state, level, failed_node, now_ns, now_mono) for raw in nodes
     )
@@ -396,7 +394,7 @@ def collect(graph: Graph) -> GraphStats:
             capacity=threads if kind == "threads" else 1 if kind == "delegating" else 0,
         ))
     return GraphStats(
-        state=_GRAPH_STATES[state], stats_level=level, taken_ns=now_ns, started_ns=started_ns,
+        state=GraphState(state).name, stats_level=level, taken_ns=now_ns, started_ns=started_ns,
         nodes=node_stats, edges=edge_stats, executors=tuple(executor_stats),
         queued=sum(n.queued for n in node_stats), queue_limit=limit, counted=counted,
         counted_bytes=counted_bytes if bytes_limit else 0, queue_bytes_limit=bytes_limit,
@@ -420,7 +418,7 @@ def _node_state(raw: _RawNode, graph_state: int, failed_node: str | None) -> str
     node = raw.node
     if node.name == failed_node or (raw.errors and not node.on_error_skip):
         return "ERROR"
-    if graph_state <= 1:  # CREATED / INITIALIZED: not started (or reset)
+    if graph_state < GraphState.RUNNING:  # not started (or reset)
         return "CREATED"
     if raw.closed:
         return "CLOSED"

@@ -1,7 +1,7 @@
 """Graphs: the runtime engine and the public ``Graph`` facade (specs and plans: ``flowplex.spec``)."""
 
+from .._state import GraphState as GraphState
 from ._graph import Graph as Graph
-from ._graph import GraphState as GraphState
 from ._io import Input as Input
 from ._io import Poller as Poller
 

@@ -2,12 +2,12 @@
 
 Every public method that takes a timeout, a port name, a timestamp or a count calls one of
 these first, so a wrong argument is reported as what it is (``TypeError`` for a wrong type,
-``ValueError`` for a wrong value) whatever state the graph is in, and the message names the
+``UsageError``, a ``ValueError``, for a wrong value) whatever state the graph is in, and the message names the
 method and the argument: ``wait_done: timeout must be a number of seconds or None, got str``.
 
 Compatibility with lm-flow (whose pybind11 binding converts arguments before it looks at the
 graph): wrong types raise ``TypeError`` as there; a negative timeout means "do not wait" (lm-flow
-accepts it) except in ``run_async``, which rejects it with ``ValueError`` as lm-flow does. Where
+accepts it) except in ``run_async``, which rejects it with a ``ValueError`` as lm-flow does. Where
 the binding silently converts something that is a mistake in Python (``True`` as a timeout, a
 timestamp or a count; ``bytes`` as a port name; NaN seconds), flowplex raises instead.
 """
@@ -19,6 +19,8 @@ import numbers
 import operator
 from collections.abc import Callable
 from typing import Literal, overload
+
+from ..errors import UsageError
 
 __all__ = [
     "check_callback",
@@ -44,7 +46,7 @@ def _seconds(value: object, what: str, name: str, allowed: str) -> float:
     seconds = float(value)
     if math.isnan(seconds):
         msg = f"{what}: {name} must be {allowed}, got NaN"
-        raise ValueError(msg)
+        raise UsageError(msg)
     return seconds
 
 
@@ -56,7 +58,7 @@ def check_timeout(value: object, what: str, name: str = "timeout") -> float | No
 
     Raises:
         TypeError: ``value`` is not a real number (``bool`` included) nor ``None``.
-        ValueError: ``value`` is NaN.
+        UsageError: ``value`` is NaN.
     """
     if value is None:
         return None
@@ -75,7 +77,7 @@ def check_grace(value: object, what: str, name: str, *, optional: bool) -> float
 
     Raises:
         TypeError: ``value`` is not a real number (nor ``None`` where ``optional``).
-        ValueError: ``value`` is negative or NaN (lm-flow rejects negative values too).
+        UsageError: ``value`` is negative or NaN (lm-flow rejects negative values too).
     """
     if value is None and optional:
         return None
@@ -83,7 +85,7 @@ def check_grace(value: object, what: str, name: str, *, optional: bool) -> float
     seconds = _seconds(value, what, name, allowed)
     if seconds < 0:
         msg = f"{what}: {name} must be >= 0, got {seconds:g}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     if seconds == math.inf and optional:
         return None
     return seconds
@@ -135,12 +137,12 @@ def check_count(value: object, what: str, name: str, *, minimum: int = 0) -> int
 
     Raises:
         TypeError: ``value`` is not an integer (``bool`` included).
-        ValueError: ``value`` is below ``minimum``.
+        UsageError: ``value`` is below ``minimum``.
     """
     count = check_int(value, what, name)
     if count < minimum:
         msg = f"{what}: {name} must be >= {minimum}, got {count}"
-        raise ValueError(msg)
+        raise UsageError(msg)
     return count
 
 

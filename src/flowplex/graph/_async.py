@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from .._events import DoneEvent, OutputEvent, PacketEvent, TimestampBoundEvent
+from .._state import GraphState
 from .._timestamps import TS_DONE
 from ..errors import StateError, Timeout
 from ._args import check_grace
@@ -44,21 +45,21 @@ class AsyncDriver:
         loop = asyncio.get_running_loop()
         if self._loop is not None and self._loop is not loop:
             msg = "this graph is already driven by another event loop"
-            raise RuntimeError(msg)
+            raise StateError(msg)
         if self._task is not None:
             return self._task
         graph = self._graph
         if graph._closed:
             msg = "run_async/events need an open graph: this one was closed (Graph.close)"
             raise StateError(msg)
-        if graph.state == 0:
+        if graph.state == GraphState.CREATED:
             msg = "the graph is not initialized"
             raise StateError(msg)
         self._loop = loop
         self._event = asyncio.Event()
         self._changed = asyncio.Condition()
         graph._engine.wakeup = self._wakeup
-        if graph.state == 1:
+        if graph.state == GraphState.INITIALIZED:
             graph.start()
         self._task = loop.create_task(self._drive(), name="flowplex-driver")
         return self._task

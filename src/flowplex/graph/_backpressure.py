@@ -18,11 +18,12 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final
 
+from .._state import GraphState
 from .._timestamps import TS_UNSET, ts_name
 from ..errors import ClosedError, DeadlockError, GraphCancelled, StateError, Timeout, UsageError, WouldBlock
 from ._closing import ClosingMixin
 from ._engine_common import _is_power_of_two
-from ._lifecycle import RUNNING, STATE_NAMES
+from ._lifecycle import RUNNING
 
 if TYPE_CHECKING:
     from ..kernels._context import Context
@@ -65,7 +66,7 @@ class BackpressureMixin(ClosingMixin):
                         self.record_error(node, None, (
                             f"node `{node.name}` emits a batch of {n} packets to edge `{edge.name}`, exceeding "
                             f"consumer `{port.node.name}` input port `{port.name}` effective packet capacity {cap}; "
-                            "set a larger input_queues capacity"))
+                            "set a larger input_queues capacity"), ctx._ts)
                         return True  # flushed as discarded: the graph failed
                     return self._block(node, f"consumer `{port.node.name}` input `{port.name}` (capacity={cap}, "
                                              f"queued={len(port.queue)}, incoming={n})")
@@ -272,7 +273,7 @@ class BackpressureMixin(ClosingMixin):
         state = self.state
         if state < RUNNING:
             msg = (f"cannot send on `{edge.name}`: send requires the graph to be RUNNING (current "
-                   f"{STATE_NAMES[state]}); call Graph.start() first")
+                   f"{GraphState(state).name}); call Graph.start() first")
             raise StateError(msg)
         # A failure or a cancel explains more than "closed": report it first.
         if self.cancelled:
@@ -280,7 +281,7 @@ class BackpressureMixin(ClosingMixin):
             raise GraphCancelled(msg)
         self.raise_if_failed()
         if state != RUNNING:
-            msg = f"cannot send on `{edge.name}`: the graph's inputs are closed ({STATE_NAMES[state]})"
+            msg = f"cannot send on `{edge.name}`: the graph's inputs are closed ({GraphState(state).name})"
             raise ClosedError(msg)
         if edge.closed:
             msg = f"graph input port `{edge.name}` is closed"

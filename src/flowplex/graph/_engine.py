@@ -38,7 +38,6 @@ from ._lifecycle import CREATED as CREATED
 from ._lifecycle import DRAINING as DRAINING
 from ._lifecycle import INITIALIZED as INITIALIZED
 from ._lifecycle import RUNNING as RUNNING
-from ._lifecycle import STATE_NAMES as STATE_NAMES
 from ._lifecycle import TERMINATED as TERMINATED
 from ._lifecycle import WAIT_SLICE_S as WAIT_SLICE_S
 from ._nodes import (
@@ -601,7 +600,7 @@ class Engine(BackpressureMixin):
                 log.warning("node `%s`: skipping a failed packet (on_error=skip), %d so far: %s",
                             node.name, node.errors, text)
             return
-        self.record_error(node, err, text)
+        self.record_error(node, err, text, ctx._ts)
         self._drop_blocked()
         for other in self.nodes:
             if other is not node:

@@ -7,10 +7,10 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from enum import IntEnum
 from typing import TYPE_CHECKING, Any, final
 
 from .._log import kernel_log
+from .._state import GraphState
 from .._suggest import suggest
 from .._timestamps import TS_UNSTARTED
 from .._types import PathLike
@@ -21,7 +21,7 @@ from ..spec._plan import GraphPlan, build_plan
 from ..spec._specs import GraphSpec
 from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
 from ._build import build_engine
-from ._engine import DRAINING, INITIALIZED, RUNNING, STATE_NAMES, TERMINATED, Engine, Submission
+from ._engine import DRAINING, INITIALIZED, RUNNING, TERMINATED, Engine, Submission
 from ._io import Input, Poller
 
 if TYPE_CHECKING:
@@ -32,17 +32,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flowplex.graph")
 
-__all__ = ["Graph", "GraphState"]
-
-
-class GraphState(IntEnum):
-    """A graph's lifecycle state (lm-flow's values)."""
-
-    CREATED = 0
-    INITIALIZED = 1
-    RUNNING = 2
-    DRAINING = 3
-    TERMINATED = 4
+__all__ = ["Graph"]
 
 
 _FACTORY_TOKEN = object()
@@ -117,7 +107,7 @@ class Graph:
 
     def __repr__(self) -> str:
         state = self._engine.state
-        return f"<flowplex.Graph state={state} ({STATE_NAMES[state]}) nodes={len(self._engine.nodes)}>"
+        return f"<flowplex.Graph state={state} ({GraphState(state).name}) nodes={len(self._engine.nodes)}>"
 
     def __enter__(self) -> Graph:
         return self
@@ -132,8 +122,8 @@ class Graph:
     def _require_state(self, allowed: tuple[int, ...], what: str) -> None:
         state = self._engine.state
         if state not in allowed:
-            names = "/".join(STATE_NAMES[s] for s in allowed)
-            msg = f"{what} is only allowed while the graph is {names} (it is {STATE_NAMES[state]})"
+            names = "/".join(GraphState(s).name for s in allowed)
+            msg = f"{what} is only allowed while the graph is {names} (it is {GraphState(state).name})"
             raise StateError(msg)
 
     def set_side_packet(self, name: str, value: object) -> None:
@@ -170,7 +160,7 @@ class Graph:
                 with engine.lock:
                     engine.record_error(node, exc, f"open failed: {text}")
                 msg = f"kernel failed: [{node.name}] open failed: {text}"
-                raise KernelError(msg) from exc
+                raise KernelError(msg, node=node.name, kernel=node.spec.kernel) from exc
             finally:
                 for staged in ctx._out:
                     staged.clear()

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, final
 from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
 from ..packets import Packet, clone_owned, to_packet
 from ._args import check_timeout, check_ts
-from ._engine import _BUFFER, _buffer_bytes
+from ._engine import _BUFFER, RUNNING, TERMINATED, _buffer_bytes
 
 if TYPE_CHECKING:
     from ._engine import Engine
@@ -255,7 +255,7 @@ class Poller:
                 if engine.cancelled:
                     msg = "the graph was cancelled"
                     raise GraphCancelled(msg)
-                if engine.state < 2:
+                if engine.state < RUNNING:
                     msg = "Poller.next() before Graph.start()"
                     raise StateError(msg)
             if engine.pump_step():
@@ -263,7 +263,7 @@ class Poller:
             with engine.lock:
                 if self._queue or self.closed or engine.error is not None:
                     continue
-                if engine.idle() and all(e.closed for e in engine.graph_inputs) and engine.state != 4:
+                if engine.idle() and all(e.closed for e in engine.graph_inputs) and engine.state != TERMINATED:
                     msg_0 = f"Poller.next on `{self.name}`"
                     raise engine.stall_error(msg_0)
                 try:

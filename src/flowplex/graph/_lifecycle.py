@@ -12,6 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Final
 
+from .._state import GraphState
 from .._timestamps import ts_name
 from ..errors import DeadlockError, FlowplexError, KernelError, Timeout
 from ._engine_common import EngineState
@@ -21,12 +22,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("flowplex.graph")
 
-CREATED: Final = 0
-INITIALIZED: Final = 1
-RUNNING: Final = 2
-DRAINING: Final = 3
-TERMINATED: Final = 4
-STATE_NAMES: Final = ("CREATED", "INITIALIZED", "RUNNING", "DRAINING", "TERMINATED")
+# The engine's ``state`` is a plain int (an IntEnum compares slower in the compiled build);
+# these are its values, derived from the one definition, ``GraphState``.
+CREATED: Final = int(GraphState.CREATED)
+INITIALIZED: Final = int(GraphState.INITIALIZED)
+RUNNING: Final = int(GraphState.RUNNING)
+DRAINING: Final = int(GraphState.DRAINING)
+TERMINATED: Final = int(GraphState.TERMINATED)
 
 WAIT_SLICE_S: Final = 0.05
 """Longest single condition wait: blocking calls wake this often (Ctrl-C, stall checks)."""
@@ -37,14 +39,23 @@ class LifecycleMixin(EngineState):
 
     # -- errors -------------------------------------------------------------------------------
 
-    def record_error(self, node: Node | None, exc: BaseException | None, text: str) -> None:
-        """First error wins; later ones are logged. Caller holds the lock."""
+    def record_error(self, node: Node | None, exc: BaseException | None, text: str,
+                     ts: int | None = None) -> None:
+        """First error wins; later ones are logged. Caller holds the lock.
+
+        ``ts`` is the input timestamp of the failed ``process`` call (``None`` for ``open``
+        and ``close``). The error carries the node, its kernel and ``ts`` as attributes:
+        diagnostics read them there, never from the message.
+        """
         where = f"[{node.name}] " if node is not None else ""
         if self.error is not None:
             log.warning("(subsequent error, ignored) kernel failed: %s%s", where, text)
             return
         message = f"kernel failed: {where}{text}"
-        err = KernelError(message)
+        if node is not None:
+            err = KernelError(message, node=node.name, kernel=node.spec.kernel, ts=ts)
+        else:
+            err = KernelError(message)
         if exc is not None:
             err.__cause__ = exc
         self.error = err
@@ -215,6 +226,7 @@ class LifecycleMixin(EngineState):
 
 
 def _copy_error(err: KernelError) -> FlowplexError:
-    fresh = type(err)(str(err))
+    """A fresh ``KernelError`` to raise (each raise gets its own traceback), attributes kept."""
+    fresh = KernelError(str(err), node=err.node, kernel=err.kernel, ts=err.ts)
     fresh.__cause__ = err.__cause__
     return fresh

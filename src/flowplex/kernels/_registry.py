@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from .._suggest import suggest
-from ..errors import ConfigError, UnknownKernelError
+from ..errors import ConfigError, UnknownKernelError, UsageError
 
 if TYPE_CHECKING:
     from importlib.metadata import EntryPoint
@@ -88,7 +88,7 @@ def kernel(name: str) -> Callable[[K], K]:
     """Class decorator that registers a ``Kernel`` subclass under ``name``.
 
     Registering the same class twice is a no-op; another class under a taken name is a
-    ``ValueError`` (lm-flow's rule).
+    ``UsageError``, a ``ValueError`` (lm-flow's rule).
 
     >>> import flowplex
     >>> @flowplex.kernel("DocDouble")
@@ -98,7 +98,7 @@ def kernel(name: str) -> Callable[[K], K]:
     """
     if not isinstance(name, str) or not name:
         msg = "kernel name must be a non-empty string"
-        raise ValueError(msg)
+        raise UsageError(msg)
 
     def register(cls: K) -> K:
         if not (isinstance(cls, type) and issubclass(cls, Kernel)):
@@ -118,7 +118,7 @@ def kernel(name: str) -> Callable[[K], K]:
                     f"kernel `{name}` already registered (by {existing.__module__}."
                     f"{existing.__qualname__}); choose another name"
                 )
-                raise ValueError(msg)
+                raise UsageError(msg)
             _registry[name] = cls
         return cls
 

@@ -9,7 +9,7 @@ from typing import Any, final
 
 from .._log import kernel_log
 from .._timestamps import TS_UNSET, TS_UNSTARTED
-from ..errors import KernelError, StateError
+from ..errors import KernelError, StateError, UsageError
 from ..packets import Packet, clone_owned, to_packet, type_name
 from ..spec._specs import PortSpec
 from ._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS, CloseReason, Context, NodeInfo
@@ -47,7 +47,7 @@ class KernelRunner:
     ) -> None:
         if input_ports < 0 or output_ports < 0:
             msg = "kernel runner: port counts must be >= 0"
-            raise ValueError(msg)
+            raise UsageError(msg)
         cls = kernel_class(kernel, where="kernel runner")
         self._inputs = PortTable(tuple(PortSpec(f"in{i}", "", i) for i in range(input_ports)))
         self._outputs = PortTable(tuple(PortSpec(f"out{i}", "", i) for i in range(output_ports)))
@@ -108,7 +108,7 @@ class KernelRunner:
         for name in self._contract.side_packets:
             if name not in self._info.side_packets:
                 msg = f"kernel runner missing required side packet `{name}`"
-                raise ValueError(msg)
+                raise UsageError(msg)
         ctx = self._ctx
         ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
         self._call("open", ctx)
@@ -120,10 +120,10 @@ class KernelRunner:
         """Stage one packet on input ``port`` for the next ``process`` call."""
         if not 0 <= port < len(self._pending):
             msg = f"kernel runner: input port {port} is out of range (num_inputs={len(self._pending)})"
-            raise ValueError(msg)
+            raise UsageError(msg)
         if self._pending[port] is not None:
             msg = f"kernel runner: input port {port} already has a packet for the next process call"
-            raise RuntimeError(msg)
+            raise StateError(msg)
         packet = to_packet(value, ts, True)
         packet._owned = False
         self._pending[port] = packet
@@ -142,7 +142,7 @@ class KernelRunner:
                 self._pending = [None] * len(self._pending)
                 msg = (f"kernel runner: input port {i} type mismatch: contract declares {type_name(want)}, "
                        f"actual {type_name(packet._tid)}")
-                raise ValueError(msg)
+                raise UsageError(msg)
             ctx._in[i] = packet
         del packet  # hold no extra reference: take_input + make_mutable may then write in place
         self._pending = [None] * len(self._pending)
@@ -160,7 +160,7 @@ class KernelRunner:
             for staged in ctx._out:
                 staged.clear()
             msg = f"kernel failed: [kernel_runner] {type(exc).__name__}: {exc}"
-            raise KernelError(msg) from exc
+            raise self._error(msg, ctx._ts if name == "process" else None) from exc
 
     def _collect(self, ctx: Context) -> None:
         for o, staged in enumerate(ctx._out):
@@ -170,16 +170,19 @@ class KernelRunner:
                     staged.clear()
                     msg = (f"kernel failed: [kernel_runner] output port {o} type mismatch: contract declares "
                            f"{type_name(want)}, emitted {type_name(p._tid)}")
-                    raise KernelError(msg)
+                    raise self._error(msg, ctx._ts)
         for o, staged in enumerate(ctx._out):
             self._results[o].extend(staged)
             staged.clear()
+
+    def _error(self, message: str, ts: int | None) -> KernelError:
+        return KernelError(message, node=self._info.name, kernel=self._info.kernel_name, ts=ts)
 
     def try_next(self, port: int = 0) -> Packet | None:
         """The next output packet of ``port``, or ``None``."""
         if not 0 <= port < len(self._results):
             msg = f"kernel runner: output port {port} is out of range (num_outputs={len(self._results)})"
-            raise ValueError(msg)
+            raise UsageError(msg)
         q = self._results[port]
         return clone_owned(q.popleft()) if q else None
 

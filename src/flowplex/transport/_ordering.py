@@ -52,6 +52,8 @@ import platform
 from collections.abc import Callable
 from typing import Final, Literal
 
+from ..errors import UsageError
+
 MemoryModel = Literal["tso", "weak"]
 
 _TSO_MACHINES: Final = frozenset({"x86_64", "amd64", "i386", "i686", "x86"})
@@ -79,7 +81,7 @@ def set_memory_model(model: MemoryModel | None) -> None:
     global _forced
     if model not in (None, "tso", "weak"):
         msg = f"set_memory_model(model={model!r}): expected 'tso', 'weak' or None"
-        raise ValueError(msg)
+        raise UsageError(msg)
     _forced = model
 
 
