@@ -254,8 +254,9 @@ class _Renderer:
             yield "  }"
 
     def executor_fill(self, executor: str) -> str:
-        if self.exec_kind.get(executor) == "delegating":
-            return "white"
+        fill = _KIND_FILLS.get(self.exec_kind.get(executor, ""))
+        if fill is not None:
+            return fill
         return EXECUTOR_FILLS[self.exec_index.get(executor, 0) % len(EXECUTOR_FILLS)]
 
     def node_attrs(self, i: int) -> str:
@@ -559,11 +560,16 @@ def _pct(hist: tuple[int, ...], q: float) -> str | None:
     return None if value is None else fmt_duration_us(value)
 
 
+_KIND_FILLS: Final = {"delegating": "white"}
+"""Display only: an executor kind drawn in its own fill rather than its index's."""
+_KIND_LABELS: Final = {"delegating": "host thread (delegating)", "inline": "inline · caller thread"}
+"""Display only: the legend text of an executor kind that has no threads to describe."""
+
+
 def _executor_kind(ex: ExecutorStats) -> str:
-    if ex.kind == "delegating":
-        return "host thread (delegating)"
-    if ex.kind == "inline":
-        return "inline · caller thread"
+    label = _KIND_LABELS.get(ex.kind)
+    if label is not None:
+        return label
     cores = ",".join(str(c) for c in ex.affinity) or "any"
     text = f"{ex.threads}t · cores: {cores}"
     if ex.priority > 0:

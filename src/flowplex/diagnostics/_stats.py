@@ -365,7 +365,7 @@ def collect(graph: Graph) -> GraphStats:
         limit = engine.limit_packets
         counted, counted_bytes, bytes_limit = engine.queued, engine.queued_bytes, engine.limit_bytes
         started_ns = int(getattr(engine, "started_ns", 0) or 0)
-        executor_queued = [_executor_queued(ex) for ex in engine.executors]
+        executor_tasks = [ex.stats() for ex in engine.executors]
     outputs = set(graph.plan.graph_outputs)
     node_stats = tuple(
         _node_stats(raw, state, level, failed_node, now_ns, now_mono) for raw in nodes
@@ -384,14 +384,12 @@ def collect(graph: Graph) -> GraphStats:
     executor_stats = []
     for i, ex in enumerate(engine.executors):
         spec = graph.plan.executors[i] if i < len(graph.plan.executors) else None
-        kind = str(getattr(ex, "kind", "threads"))
-        threads = int(getattr(ex, "threads", 0))
+        tasks = executor_tasks[i]
         running = sum(1 for n in node_stats if n.executor == ex.name and n.running)
         executor_stats.append(ExecutorStats(
-            name=ex.name, kind=kind, threads=threads,
+            name=ex.name, kind=tasks.kind, threads=tasks.threads,
             affinity=spec.affinity if spec is not None else (), priority=spec.priority if spec is not None else 0,
-            queued=executor_queued[i], running=running,
-            capacity=threads if kind == "threads" else 1 if kind == "delegating" else 0,
+            queued=tasks.queued, running=running, capacity=tasks.capacity,
         ))
     return GraphStats(
         state=GraphState(state).name, stats_level=level, taken_ns=now_ns, started_ns=started_ns,
@@ -400,18 +398,6 @@ def collect(graph: Graph) -> GraphStats:
         counted_bytes=counted_bytes if bytes_limit else 0, queue_bytes_limit=bytes_limit,
         error=error_text, cancelled=cancelled,
     )
-
-
-def _executor_queued(ex: object) -> int:
-    """Tasks waiting in an executor (each kind keeps its own queue)."""
-    pending = getattr(ex, "pending", None)
-    if callable(pending):
-        return int(pending())
-    for attr in ("_tasks", "_bg_tasks"):
-        tasks = getattr(ex, attr, None)
-        if tasks is not None:
-            return len(tasks)
-    return 0
 
 
 def _node_state(raw: _RawNode, graph_state: int, failed_node: str | None) -> str:

@@ -2,17 +2,17 @@
 
 Tasks run inside ``pump_step`` and the blocking host calls (``wait_done``, ``Poller.next``,
 ``wait_until_idle``, a blocking ``send``). One host thread at a time runs delegated work, so
-kernels on it never run concurrently and keep a deterministic order. The engine drains
-``tasks`` itself (``LifecycleMixin.pump``): this class is only the queue and its wake-up.
+kernels on it never run concurrently and keep a deterministic order. The engine drains the
+``inbox()`` itself (``LifecycleMixin.pump``): this class is only the queue and its wake-up.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import Task
+from ._protocol import Inbox, Task, TaskStats
 
 
 @final
@@ -21,13 +21,15 @@ class DelegatingExecutor:
 
     kind = "delegating"
     threads = 0
+    runs_on_caller = False
 
     def __init__(self, name: str, on_submit: Callable[[], None] | None = None) -> None:
         self.name = name
-        self.tasks: deque[tuple[Task, object]] = deque()
+        self.tasks: Inbox = deque()
         """Queued ``(fn, arg)``, oldest first; only the host thread holding the pump gate pops."""
         self.on_submit = on_submit
         """Called (no arguments) after each submission, to wake host waiters."""
+        self._running = 0
 
     def submit(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` until a host thread pumps."""
@@ -40,9 +42,22 @@ class DelegatingExecutor:
         """Same as ``submit``: delegated work always waits for a host thread."""
         self.submit(fn, arg)
 
-    def push(self, fn: Task, arg: object) -> None:
-        """``submit`` without the wake-up: the engine's hop path calls its own right after."""
-        self.tasks.append((fn, arg))
+    def backlog(self) -> Sized | None:
+        """None: its tasks run on host threads, not in a loop of the submitting thread."""
+        return None
+
+    def inbox(self) -> Inbox:
+        """``tasks``: the engine appends hand-overs there and host threads pop them."""
+        return self.tasks
+
+    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
+        """Set ``on_submit``, the wake-up called after each ``submit``."""
+        self.on_submit = wake
+
+    def stats(self) -> TaskStats:
+        """Queued tasks; running counts ``run_one`` calls only (the engine's pump pops the
+        inbox itself, and the graph's node stats show what it runs)."""
+        return TaskStats(self.kind, 0, len(self.tasks), self._running, 1)
 
     def pending(self) -> int:
         """Queued tasks."""
@@ -54,7 +69,11 @@ class DelegatingExecutor:
             fn, arg = self.tasks.popleft()
         except IndexError:
             return False
-        fn(arg)
+        self._running += 1
+        try:
+            fn(arg)
+        finally:
+            self._running -= 1
         return True
 
     def start(self) -> None:

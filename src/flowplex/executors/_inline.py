@@ -12,10 +12,10 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Sized
+from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import Task
+from ._protocol import Inbox, Task, TaskStats
 
 log = logging.getLogger(__name__)
 
@@ -26,6 +26,7 @@ class InlineExecutor:
 
     kind = "inline"
     threads = 0
+    runs_on_caller = True
 
     def __init__(self, name: str = "default") -> None:
         self.name = name
@@ -35,6 +36,10 @@ class InlineExecutor:
         self._bg_tasks: deque[tuple[Task, object]] = deque()
         self._bg_thread: threading.Thread | None = None
         self._stopping = False
+        # Counted for ``stats`` only. Each update is one native step in the compiled build
+        # (no thread switch inside it); in the sources, the GIL keeps ``+=`` whole on 3.11.
+        self._queued = 0
+        self._running = 0
 
     def submit(self, fn: Task, arg: object) -> None:
         """Run ``fn(arg)`` now on this thread, or after the task this thread is running."""
@@ -42,16 +47,23 @@ class InlineExecutor:
         queue: deque[tuple[Task, object]] | None = getattr(local, "queue", None)
         if queue is not None:
             queue.append((fn, arg))
+            self._queued += 1
             return
-        queue = deque(((fn, arg),))
+        queue = deque()
         local.queue = queue
+        self._running += 1
         try:
             # This thread's run loop: each task may append more (downstream nodes).
+            fn(arg)
             while queue:
                 task, targ = queue.popleft()
+                self._queued -= 1
                 task(targ)
         finally:
             local.queue = None
+            self._running -= 1
+            if queue:  # a task raised past the engine (KeyboardInterrupt): the rest is dropped
+                self._queued -= len(queue)
 
     def backlog(self) -> Sized | None:
         """The tasks waiting behind the one this thread runs now; None outside the run loop.
@@ -63,12 +75,25 @@ class InlineExecutor:
         queue: deque[tuple[Task, object]] | None = getattr(self._local, "queue", None)
         return queue
 
+    def inbox(self) -> Inbox | None:
+        """None: it runs its tasks itself, on the submitting or its background thread."""
+        return None
+
+    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
+        """Ignored: no host thread has to run its work."""
+
+    def stats(self) -> TaskStats:
+        """Tasks waiting in any thread's run loop or for the background thread, and threads
+        running one of its tasks now."""
+        return TaskStats(self.kind, 0, self._queued, self._running, 0)
+
     def submit_background(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the graph's background thread (sources, wakes)."""
         with self._bg_lock:
             if self._stopping:
                 return
             self._bg_tasks.append((fn, arg))
+            self._queued += 1
             if self._bg_thread is None:
                 self._bg_thread = threading.Thread(
                     target=self._background_loop, name=f"flowplex-{self.name}", daemon=True
@@ -89,7 +114,12 @@ class InlineExecutor:
                 if self._stopping:
                     return
                 fn, arg = tasks.popleft()
-            fn(arg)
+                self._queued -= 1
+                self._running += 1
+            try:
+                fn(arg)
+            finally:
+                self._running -= 1
 
     def start(self) -> None:
         """Nothing to start: the background thread starts with the first background task."""
@@ -100,6 +130,7 @@ class InlineExecutor:
         """Stop the background thread (after its current task) and join it."""
         with self._bg_lock:
             self._stopping = True
+            self._queued -= len(self._bg_tasks)
             self._bg_tasks.clear()
             self._bg_cond.notify_all()
             thread, self._bg_thread = self._bg_thread, None

@@ -1,28 +1,82 @@
-"""The one seam every executor implements."""
+"""The one seam every executor implements, and the snapshot each one reports."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Protocol
+from collections import deque
+from collections.abc import Callable, Sized
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 Task = Callable[[object], None]
 """An engine callback applied to one argument (an invocation context)."""
+Inbox = deque[tuple[Task, object]]
+"""A FIFO of ``(fn, arg)`` that host threads drain (see ``Executor.inbox``)."""
 
 
+@dataclass(frozen=True, slots=True)
+class TaskStats:
+    """What one executor holds now (``Executor.stats``); diagnostics format it."""
+
+    kind: str
+    """``inline``, ``threads`` or ``delegating``: for display only, nothing branches on it."""
+    threads: int
+    """Worker threads it owns (0 for inline and delegating)."""
+    queued: int
+    """Tasks submitted and not started yet."""
+    running: int
+    """Tasks it is executing now."""
+    capacity: int
+    """How many tasks it runs at once: ``threads`` for a pool, 1 for delegating, 0 (no fixed
+    limit: every calling thread runs its own) for inline."""
+
+
+@runtime_checkable
 class Executor(Protocol):
-    """Runs engine tasks. Tasks never raise: the engine records failures itself."""
+    """Runs engine tasks. Tasks never raise: the engine records failures itself.
+
+    This is everything the engine and diagnostics use. The engine reads ``runs_on_caller`` and
+    ``inbox()`` once, when it builds a graph, and never tests ``kind`` or a type.
+    """
 
     name: str
     kind: str
-    """``inline``, ``threads`` or ``delegating``."""
+    """``inline``, ``threads`` or ``delegating``: descriptive, for display only."""
     threads: int
     """Worker threads it owns (0 for inline and delegating)."""
+    runs_on_caller: bool
+    """Work submitted from inside one of its tasks runs on the submitting thread, after that
+    task (the inline executor). Two hop nodes on such an executor are *chained*: the engine
+    runs the second in its own loop when ``backlog()`` is empty (``port.chained``)."""
 
     def submit(self, fn: Task, arg: object) -> None:
         """Run ``fn(arg)`` soon; never blocks on the task itself."""
 
     def submit_background(self, fn: Task, arg: object) -> None:
         """Like ``submit`` for work nobody is waiting on (sources, timer wakes)."""
+
+    def backlog(self) -> Sized | None:
+        """Tasks queued behind the one this thread runs now; None outside one of its tasks.
+
+        Always None when ``runs_on_caller`` is False (the engine does not ask then). Empty
+        means that work submitted now would run next, on this thread.
+        """
+
+    def inbox(self) -> Inbox | None:
+        """The FIFO that host threads drain, for an executor that runs no task itself; or None.
+
+        The engine appends its hand-overs to it directly (and wakes host waiters itself), and
+        pops it in ``Graph.pump_step`` and the blocking host calls. The same object for the
+        executor's whole life.
+        """
+
+    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
+        """Call ``wake()`` after each ``submit`` that queues work a host thread must run.
+
+        The engine passes its host wake-up; an executor with threads of its own ignores it.
+        """
+
+    def stats(self) -> TaskStats:
+        """A snapshot of what it holds (safe from any thread, lock-free or briefly locked)."""
 
     def start(self) -> None:
         """Start threads, if any (called at ``Graph.start`` when a node uses the executor)."""

@@ -7,9 +7,10 @@ import logging
 import os
 import threading
 from collections import deque
+from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import Task
+from ._protocol import Inbox, Task, TaskStats
 
 log = logging.getLogger(__name__)
 
@@ -19,6 +20,7 @@ class ThreadPoolExecutor:
     """``num_threads`` workers; optional CPU affinity and real-time priority (best effort)."""
 
     kind = "threads"
+    runs_on_caller = False
 
     def __init__(
         self, name: str, num_threads: int = 1, affinity: tuple[int, ...] = (), priority: int = 0
@@ -33,6 +35,7 @@ class ThreadPoolExecutor:
         self._workers: list[threading.Thread] = []
         self._stopping = False
         self._idle = 0
+        self._running = 0
 
     def submit(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the next free worker."""
@@ -44,6 +47,22 @@ class ThreadPoolExecutor:
                 self._cond.notify()
 
     submit_background = submit
+
+    def backlog(self) -> Sized | None:
+        """None: its workers have no caller-thread loop."""
+        return None
+
+    def inbox(self) -> Inbox | None:
+        """None: its workers run the tasks."""
+        return None
+
+    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
+        """Ignored: no host thread has to run its work."""
+
+    def stats(self) -> TaskStats:
+        """Tasks waiting for a worker, and workers running one."""
+        with self._lock:
+            return TaskStats(self.kind, self.threads, len(self._tasks), self._running, self.threads)
 
     def start(self) -> None:
         """Spawn the workers (idempotent; they live until ``shutdown``)."""
@@ -58,8 +77,11 @@ class ThreadPoolExecutor:
 
     def _worker(self, i: int) -> None:
         self._pin(i)
+        ran = 0  # 1 after a task: the count of running workers drops with the next lock take
         while True:
             with self._lock:
+                self._running -= ran
+                ran = 0
                 while not self._tasks and not self._stopping:
                     self._idle += 1
                     self._cond.wait()
@@ -67,6 +89,8 @@ class ThreadPoolExecutor:
                 if self._stopping:
                     return
                 fn, arg = self._tasks.popleft()
+                self._running += 1
+                ran = 1
             fn(arg)
 
     def _pin(self, i: int) -> None:

@@ -32,15 +32,13 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     """Instantiate every kernel and wire the runtime; raises ``ConfigError``/``KeyError``."""
     if plan.spec.imports:
         _ensure_imported(plan.spec.imports)
+    # The factory: the only place that names executor classes (from the plan's `type`).
     executors: list[Executor] = []
-    delegating: list[DelegatingExecutor] = []
     for i, ex in enumerate(plan.executors):
         if i == 0:
             executors.append(InlineExecutor("default"))
         elif ex.type == "DelegatingExecutor":
-            d = DelegatingExecutor(ex.name)
-            delegating.append(d)
-            executors.append(d)
+            executors.append(DelegatingExecutor(ex.name))
         else:
             executors.append(ThreadPoolExecutor(ex.name, ex.num_threads, ex.affinity, ex.priority))
 
@@ -63,8 +61,6 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
             is_source=spec.is_source, counter_add=counter_add, log=log_fn, strict_ports=plan.spec.strict_ports,
         )
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
-        if isinstance(node.executor, DelegatingExecutor):
-            node.delegate = node.executor
         node.in_types = list(contract.input_types)
         node.out_types = list(contract.output_types)
         node.typed_inputs = any(node.in_types)
@@ -94,7 +90,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     _check_static_types(plan, nodes)
     for diag in plan.diagnostics:
         log.warning("%s", diag.message)
-    engine = Engine(nodes, edges, list(plan.graph_inputs), executors, delegating)
+    engine = Engine(nodes, edges, list(plan.graph_inputs), executors)
     configure_limits(engine, plan.spec, nodes)
     return engine
 
@@ -120,7 +116,7 @@ def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None
         for edge in node.out_edges:
             for port in edge.consumers:
                 port.chained = (node.hop and port.node.hop and port.node.executor is node.executor
-                                and node.executor.kind == "inline")
+                                and node.on_caller)
     engine.stats_level = "full" if spec.watchdog_ms > 0 else spec.stats
     engine.watchdog_ns = spec.watchdog_ms * 1_000_000
     engine.timed = engine.stats_level == "full"

@@ -56,7 +56,7 @@ from ._nodes import (
 from ._timers import Timers
 
 if TYPE_CHECKING:
-    from ..executors import DelegatingExecutor, Executor
+    from ..executors import Executor
     from ._engine_common import Calls
     from ._io import Poller
 
@@ -67,14 +67,15 @@ class Engine(BackpressureMixin):
     """Scheduling state and algorithms of one graph (the public facade is ``Graph``)."""
 
     def __init__(self, nodes: list[Node], edges: dict[str, Edge], graph_inputs: list[str],
-                 executors: list[Executor], delegating: list[DelegatingExecutor]) -> None:
+                 executors: list[Executor]) -> None:
         self.lock = threading.Lock()
         self.changed = threading.Condition(self.lock)
         self.nodes = nodes
         self.edges = edges
         self.graph_inputs = [edges[name] for name in graph_inputs]
         self.executors = executors
-        self.delegating = delegating
+        self.inboxes = [box for box in (ex.inbox() for ex in executors) if box is not None]
+        """The FIFOs host threads drain (``pump``): one per executor that runs no task itself."""
         self._pump_gate = threading.Lock()
         self._pump_cursor = 0
         self.state = INITIALIZED
@@ -109,8 +110,8 @@ class Engine(BackpressureMixin):
         self._retry: list[Node] = []
         self.wakeup: Callable[[], None] | None = None
         self._timers: Timers | None = None
-        for d in delegating:
-            d.on_submit = self._on_delegated
+        for ex in executors:
+            ex.set_on_submit(self._on_delegated)
 
     # -- claiming -------------------------------------------------------------------------------
 
@@ -401,8 +402,8 @@ class Engine(BackpressureMixin):
         empty queue: the state ``_finish`` → ``_flush`` → ``_deliver`` → ``schedule`` would
         reach, without touching the queue. On a graph output read by one unbounded poller and
         nothing else (``edge.sole_poller``) the packet goes into the poller's queue, as
-        ``_deliver`` would put it. If the consumer is a hop node on the same inline
-        executor (``port.chained``) and nothing else waits on this thread, it runs next in
+        ``_deliver`` would put it. If the consumer is a hop node on the same
+        runs-on-caller executor (``port.chained``) and nothing else waits on this thread, it runs next in
         this loop instead of through the executor, which would have run it next too. Anything
         else (an error, no packet or several, a subscriber or a feedback consumer on the edge,
         a halted graph, backpressure) goes through ``_finish``. tests/graph/test_hop.py runs
@@ -410,9 +411,8 @@ class Engine(BackpressureMixin):
         """
         lock = self.lock
         executor = node.executor
-        # The work queued behind this task on this thread (None: not an inline executor).
-        backlog = (executor.backlog() if node.delegate is None and executor.kind == "inline"  # type: ignore[attr-defined]
-                   else None)
+        # The work queued behind this task on this thread (None: the executor has no such loop).
+        backlog = executor.backlog() if node.on_caller else None
         while True:
             try:
                 node.kernel.process(ctx)
@@ -508,8 +508,8 @@ class Engine(BackpressureMixin):
                     ex, task, arg = subs[0]
                     claimed: Context = arg  # type: ignore[assignment]
                     if ex is executor and task is self._run and claimed._owner.hop and not self.timed:  # type: ignore[attr-defined]
-                        # One invocation claimed (a join made ready), for this inline executor
-                        # with nothing queued before it: it would run next on this thread, so
+                        # One invocation claimed (a join made ready), for this runs-on-caller
+                        # executor with nothing queued before it: it would run next on this thread, so
                         # run it in this loop.  (Closes are submitted with another callable.)
                         p = None  # type: ignore[assignment]  # hold no handle of the packet
                         node = claimed._owner  # type: ignore[assignment]
@@ -520,11 +520,11 @@ class Engine(BackpressureMixin):
                 return
             if backlog or not port.chained or self.timed:  # type: ignore[union-attr]
                 consumer = port.node  # type: ignore[union-attr]
-                d = consumer.delegate
-                if d is not None:
-                    # ``submit`` with its wake-up, in direct calls: the queue keeps lm-flow's
+                inbox = consumer.inbox
+                if inbox is not None:
+                    # What ``submit`` does there, in direct calls: the queue keeps lm-flow's
                     # order (the consumer runs when its turn comes, not now).
-                    d.push(self._run, nxt)
+                    inbox.append((self._run, nxt))
                     self._on_delegated()
                 else:
                     consumer.executor.submit(self._run, nxt)

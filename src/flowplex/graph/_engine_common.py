@@ -15,7 +15,8 @@ from ..packets import type_name
 
 if TYPE_CHECKING:
     from ..errors import KernelError
-    from ..executors import DelegatingExecutor, Executor
+    from ..executors import Executor
+    from ..executors._protocol import Inbox
     from ..kernels._context import Context
     from ..packets import Packet
     from ._nodes import Edge, InPort, Node
@@ -46,7 +47,7 @@ class EngineState:
     edges: dict[str, Edge]
     graph_inputs: list[Edge]
     executors: list[Executor]
-    delegating: list[DelegatingExecutor]
+    inboxes: list[Inbox]
     _pump_gate: threading.Lock
     _pump_cursor: int
     state: int

@@ -84,15 +84,15 @@ class LifecycleMixin(EngineState):
         The pump gate is taken once for the whole run rather than once per task: another host
         thread finds it taken either way while a task runs, and gets False (lm-flow's gate).
         """
-        delegating = self.delegating
-        if not delegating or max_steps == 0:
+        inboxes = self.inboxes
+        if not inboxes or max_steps == 0:
             return 0
         gate = self._pump_gate
         if not gate.acquire(False):  # positional: a keyword argument costs a dict per call
             return 0
         ran = 0
         run = self._run
-        n = len(delegating)
+        n = len(inboxes)
         try:
             while ran != max_steps:
                 cursor = self._pump_cursor
@@ -101,8 +101,9 @@ class LifecycleMixin(EngineState):
                     k = cursor + i
                     if k >= n:
                         k -= n
-                    if delegating[k].tasks:
-                        tasks = delegating[k].tasks
+                    box = inboxes[k]
+                    if box:
+                        tasks = box
                         self._pump_cursor = k + 1 if k + 1 < n else 0
                         break
                 if tasks is None:
@@ -121,8 +122,8 @@ class LifecycleMixin(EngineState):
             gate.release()
 
     def delegated_pending(self) -> bool:
-        """Whether any delegating executor holds queued tasks."""
-        return any(d.pending() for d in self.delegating)
+        """Whether any inbox (a delegating executor's queue) holds tasks."""
+        return any(self.inboxes)
 
     def idle(self) -> bool:
         """No invocation, close or wake in flight and no delegated task queued; lock held."""

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Final
 from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
 
 if TYPE_CHECKING:
-    from ..executors import DelegatingExecutor, Executor
+    from ..executors import Executor
+    from ..executors._protocol import Inbox
     from ..kernels import Kernel
     from ..kernels._context import Context, NodeInfo
     from ..packets import Packet
@@ -54,7 +55,7 @@ class InPort:
         """Next backlog depth that logs a soft-limit warning (doubles each time)."""
         self.edge: Edge | None = None
         self.chained = False
-        """Producer and consumer are hop nodes on one inline executor: a hop may run the next."""
+        """Producer and consumer are hop nodes on one executor that ``runs_on_caller``: a hop may run the next."""
 
     def reset(self) -> None:
         """Back to the state before ``start``."""
@@ -122,7 +123,7 @@ class Node:
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
                  "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple", "hop",
-                 "out_edge", "delegate")
+                 "out_edge", "inbox", "on_caller")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -130,8 +131,11 @@ class Node:
         self.kernel = kernel
         self.info = info
         self.executor = executor
-        self.delegate: DelegatingExecutor | None = None
-        """``executor`` when it is a delegating one (set by the build): the hop path queues there."""
+        self.inbox: Inbox | None = executor.inbox()
+        """``executor.inbox()``: where the hop path queues this node's next invocation, when
+        host threads run its executor's work."""
+        self.on_caller = executor.runs_on_caller
+        """``executor.runs_on_caller``: the hop path asks the executor for its ``backlog()``."""
         self.is_source = spec.is_source
         self.max_in_flight = max(1, spec.max_in_flight)
         self.policy = POLICY_CODES[spec.input_policy.type]
