@@ -16,15 +16,12 @@ queues are not touched: a delivered packet is the host's, readable after the gra
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from .._timestamps import TS_DONE
 from ..kernels._context import PHASE_CLOSE, CloseReason
-from ._engine_common import _describe, _output_type_error
+from ._engine_common import _buffer_bytes, _describe, _output_type_error
 from ._lifecycle import DRAINING, RUNNING, TERMINATED, LifecycleMixin
-
-_BUFFER: Final = 6
-"""The buffer type id (as in ``_engine``)."""
 
 if TYPE_CHECKING:
     from ..kernels._context import Context
@@ -153,9 +150,7 @@ class ClosingMixin(LifecycleMixin):
                     continue
                 self.queued -= len(q)
                 if self.limit_bytes and not port.is_back:  # feedback registers are not in the byte count
-                    for p in q:
-                        if p._tid == _BUFFER:  # the engine counts buffer bytes only
-                            self.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
+                    self.queued_bytes -= _buffer_bytes(list(q))
                 held.extend(q)
                 q.clear()
             for ctx in node.pending.values():

@@ -24,16 +24,16 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING
 
 from .._timestamps import TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, next_allowed
 from ..errors import KernelError
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
 from ..packets import Packet, _thread_cow_counts, type_name
 from ._backpressure import BackpressureMixin
+from ._engine_common import _BUFFER, _buffer_bytes, _describe, _is_power_of_two, _output_type_error
 from ._engine_common import Submission as Submission
 from ._engine_common import Work as Work
-from ._engine_common import _describe, _is_power_of_two, _output_type_error
 from ._lifecycle import CREATED as CREATED
 from ._lifecycle import DRAINING as DRAINING
 from ._lifecycle import INITIALIZED as INITIALIZED
@@ -772,18 +772,6 @@ class Engine(BackpressureMixin):
         if self._timers is None:
             self._timers = Timers(self)
         return self._timers
-
-
-_BUFFER: Final = 6
-
-
-def _buffer_bytes(packets: tuple[Packet, ...] | list[Packet]) -> int:
-    """Bytes of buffer payloads (the only packets big enough to matter for memory)."""
-    total = 0
-    for p in packets:
-        if p._tid == _BUFFER:
-            total += p._value.nbytes()  # type: ignore[attr-defined]
-    return total
 
 
 def _release_inputs(ctx: Context) -> None:

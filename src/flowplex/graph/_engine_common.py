@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from ..packets import type_name
 
@@ -103,6 +103,19 @@ class EngineState:
 
     def force_close_all(self) -> None:
         raise NotImplementedError
+
+
+_BUFFER: Final = 6
+"""The type id of buffer payloads: the only packets whose bytes count toward ``limit_bytes``."""
+
+
+def _buffer_bytes(packets: tuple[Packet, ...] | list[Packet]) -> int:
+    """Bytes of buffer payloads (the only packets big enough to matter for memory)."""
+    total = 0
+    for p in packets:
+        if p._tid == _BUFFER:
+            total += p._value.nbytes()  # type: ignore[attr-defined]
+    return total
 
 
 def _is_power_of_two(n: int) -> bool:

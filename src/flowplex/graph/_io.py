@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, final
 from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
 from ..packets import Packet, clone_owned, to_packet
 from ._args import check_timeout, check_ts
-from ._engine import _BUFFER, RUNNING, TERMINATED, _buffer_bytes
+from ._engine import RUNNING, TERMINATED
+from ._engine_common import _BUFFER, _buffer_bytes
 
 if TYPE_CHECKING:
     from ._engine import Engine
