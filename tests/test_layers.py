@@ -35,6 +35,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events"},
+    "testing": LEAVES | {"packets", "executors", "spec", "kernels", "config", "graph"},  # helpers for test suites
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
 

@@ -22,6 +22,7 @@ class DelegatingExecutor:
     kind = "delegating"
     threads = 0
     runs_on_caller = False
+    hosts_kernels = False
 
     def __init__(self, name: str, on_submit: Callable[[], None] | None = None) -> None:
         self.name = name

@@ -27,6 +27,7 @@ class InlineExecutor:
     kind = "inline"
     threads = 0
     runs_on_caller = True
+    hosts_kernels = False
 
     def __init__(self, name: str = "default") -> None:
         self.name = name

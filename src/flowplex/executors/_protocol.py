@@ -5,7 +5,10 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ._invocation import Complete, Invocation, NodeRecipe
 
 Task = Callable[[object], None]
 """An engine callback applied to one argument (an invocation context)."""
@@ -47,6 +50,9 @@ class Executor(Protocol):
     """Work submitted from inside one of its tasks runs on the submitting thread, after that
     task (the inline executor). Two hop nodes on such an executor are *chained*: the engine
     runs the second in its own loop when ``backlog()`` is empty (``port.chained``)."""
+    hosts_kernels: bool
+    """It runs kernels on instances of its own (another process, or the loopback codec): it
+    is a ``KernelHostExecutor`` too, and the engine hands it invocations, not contexts."""
 
     def submit(self, fn: Task, arg: object) -> None:
         """Run ``fn(arg)`` soon; never blocks on the task itself."""
@@ -83,3 +89,20 @@ class Executor(Protocol):
 
     def shutdown(self) -> None:
         """Stop and join threads; queued tasks are dropped."""
+
+
+@runtime_checkable
+class KernelHostExecutor(Executor, Protocol):
+    """An executor that runs kernels on its own instances (``hosts_kernels`` is True).
+
+    The engine calls ``host`` once per ``Graph.start`` with the nodes placed on it, then
+    ``invoke`` for every ``open``, ``process`` and ``close`` of those nodes, from inside a task
+    it submitted (so ``invoke`` runs on the executor's own thread). Nothing of the engine
+    crosses: an ``Invocation`` is plain data, and so is the ``Outcome`` handed back.
+    """
+
+    def host(self, recipes: list[NodeRecipe]) -> None:
+        """Build (or keep, on a restart after ``reset``) a kernel instance per recipe."""
+
+    def invoke(self, invocation: Invocation, complete: Complete) -> None:
+        """Run one callback on the hosted instance; call ``complete(outcome)`` exactly once."""

@@ -21,6 +21,7 @@ class ThreadPoolExecutor:
 
     kind = "threads"
     runs_on_caller = False
+    hosts_kernels = False
 
     def __init__(
         self, name: str, num_threads: int = 1, affinity: tuple[int, ...] = (), priority: int = 0

@@ -7,7 +7,8 @@ from collections.abc import Callable
 from typing import Final
 
 from ..errors import ConfigError
-from ..executors import DelegatingExecutor, Executor, InlineExecutor, ThreadPoolExecutor
+from ..executors import DelegatingExecutor, Executor, ThreadPoolExecutor
+from ..executors._placement import default_executor
 from ..kernels._context import Context, NodeInfo
 from ..kernels._contract import declare_contract
 from ..kernels._ports import PortTable
@@ -36,7 +37,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     executors: list[Executor] = []
     for i, ex in enumerate(plan.executors):
         if i == 0:
-            executors.append(InlineExecutor("default"))
+            executors.append(default_executor("default"))
         elif ex.type == "DelegatingExecutor":
             executors.append(DelegatingExecutor(ex.name))
         else:

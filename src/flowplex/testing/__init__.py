@@ -1,0 +1,44 @@
+"""Test helpers: run the same graph on any executor.
+
+``default_executor(kind)`` places the default slot of every graph built inside the ``with``
+block on another executor (``"inline"``, ``"threads"``, ``"delegating"`` or ``"loopback"``, or a
+factory), so one suite checks that every executor gives the same results.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import UsageError
+from ..executors import DelegatingExecutor, InlineExecutor, ThreadPoolExecutor
+from ..executors._placement import ExecutorFactory, _default_factory
+
+__all__ = ["EXECUTOR_KINDS", "default_executor"]
+
+EXECUTOR_KINDS = ("inline", "threads", "delegating")
+"""The kinds ``default_executor`` accepts by name."""
+
+
+def _factory(kind: str) -> ExecutorFactory:
+    if kind == "inline":
+        return InlineExecutor
+    if kind == "threads":
+        return lambda name: ThreadPoolExecutor(name, 2)
+    if kind == "delegating":
+        return DelegatingExecutor
+    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
+    raise UsageError(msg)
+
+
+@contextmanager
+def default_executor(kind: str | ExecutorFactory) -> Iterator[None]:
+    """Build graphs inside the block with their default executor replaced by ``kind``."""
+    factory = _factory(kind) if isinstance(kind, str) else kind
+    token = _default_factory.set(factory)
+    try:
+        yield
+    finally:
+        _default_factory.reset(token)
+
+
