@@ -23,17 +23,23 @@ if TYPE_CHECKING:
     from types import ModuleType
 
 COMPILED: Final = (
-    "flowplex.graph._engine",
     "flowplex.graph._engine_common",
     "flowplex.graph._nodes",
-    "flowplex.graph._lifecycle",
+    "flowplex.graph._status",
+    "flowplex.graph._budget",
+    "flowplex.graph._blocking",
+    "flowplex.graph._claims",
+    "flowplex.graph._delivery",
     "flowplex.graph._closing",
-    "flowplex.graph._backpressure",
+    "flowplex.graph._sources",
+    "flowplex.graph._loop",
+    "flowplex.graph._pump",
+    "flowplex.graph._admission",
     "flowplex.kernels._context",
     "flowplex.executors._inline",
     "flowplex.executors._delegating",
 )
-"""Compiled as one group (single inheritance only, one shared runtime library)."""
+"""Compiled as one group (one shared runtime library): the engine's per-packet parts."""
 GROUP: Final = "flowplex"
 """mypyc's group name: the shared library is the top-level module ``flowplex__mypyc``."""
 STAMP: Final = "_native.stamp"

@@ -45,7 +45,7 @@ input_ports: [x]
         peak = 0
         for i in range(120):
             g.send("x", np.zeros(frame_bytes, dtype=np.uint8), ts=i)
-            peak = max(peak, engine.queued_bytes)
+            peak = max(peak, engine.budget.queued_bytes)
         g.close_all_inputs()
         g.wait_done(timeout=60)
     # 64 MiB default cap (+ the packet admitted at the edge of the limit).

@@ -67,7 +67,7 @@ def test_cancel_while_paused_releases_queued_arrays(executor: str) -> None:
         assert_released(arrs)  # already when wait_done reports the end, before close
         stats = g.stats()
         assert sum(n.queued for n in stats.nodes) == 0
-        assert g._engine.queued == 0 and g._engine.queued_bytes == 0
+        assert g._engine.budget.queued == 0 and g._engine.budget.queued_bytes == 0
 
 
 @pytest.mark.parametrize("executor", sorted(EXECUTORS))
@@ -82,12 +82,12 @@ def test_close_with_queued_packets_releases_them(executor: str) -> None:
 def test_close_with_a_byte_limit_keeps_the_counters_straight() -> None:
     arrs = arrays()
     g = flowplex.Graph.from_yaml(chain(extra="max_queued_packets: 64\n"))
-    g._engine.limit_bytes = 1 << 20  # the byte watermark (diagnostics only in YAML): counted too
+    g._engine.budget.limit_bytes = 1 << 20  # the byte watermark (diagnostics only in YAML): counted too
     with g:
         g.add_poller("y")
         send_paused(g, arrs)
-        assert g._engine.queued_bytes == sum(a.nbytes for a in arrs)
-    assert g._engine.queued == 0 and g._engine.queued_bytes == 0
+        assert g._engine.budget.queued_bytes == sum(a.nbytes for a in arrs)
+    assert g._engine.budget.queued == 0 and g._engine.budget.queued_bytes == 0
     assert_released(arrs)
 
 
@@ -118,7 +118,7 @@ def test_reset_releases_queued_packets_and_contexts() -> None:
             g.wait_done(timeout=10)
         g.reset()
         assert_released(arrs)
-        assert g._engine.queued == 0
+        assert g._engine.budget.queued == 0
         again = arrays(1)
         g.start()
         g.send("x", again[0], ts=0)

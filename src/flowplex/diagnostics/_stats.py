@@ -351,20 +351,21 @@ def collect(graph: Graph) -> GraphStats:
     Holds the engine lock only to copy counters (no formatting, no user code).
     """
     engine: Engine = graph._engine
-    with engine.lock:
+    status, budget = engine.status, engine.budget
+    with status.lock:
         now_ns = time.perf_counter_ns()
         now_mono = time.monotonic()
-        state = engine.state
+        state = status.state
         level = engine.stats_level
-        error_text = engine.error_text
-        error = engine.error
+        error_text = status.error_text
+        error = status.error
         failed_node = error.node if error is not None else None
-        cancelled = engine.cancelled
+        cancelled = status.cancelled
         nodes = [_raw_node(n) for n in engine.nodes]
         edges = [_raw_edge(e) for e in engine.edges.values()]
-        limit = engine.limit_packets
-        counted, counted_bytes, bytes_limit = engine.queued, engine.queued_bytes, engine.limit_bytes
-        started_ns = int(getattr(engine, "started_ns", 0) or 0)
+        limit = budget.limit_packets
+        counted, counted_bytes, bytes_limit = budget.queued, budget.queued_bytes, budget.limit_bytes
+        started_ns = status.started_ns
         executor_tasks = [ex.stats() for ex in engine.executors]
     outputs = set(graph.plan.graph_outputs)
     node_stats = tuple(

@@ -82,10 +82,7 @@ def enable_tracing(graph: Graph, capacity: int = DEFAULT_TRACE_CAPACITY) -> Trac
     """
     tracer = Tracer(capacity)
     engine: Engine = graph._engine
-    with engine.lock:
-        engine.tracer = tracer
-        engine.stats_level = "full"
-        engine.timed = True
+    engine.set_tracer(tracer)
     return tracer
 
 
@@ -96,7 +93,7 @@ def chrome_trace(graph: Graph) -> str:
     valid trace, as in lm-flow. Events are sorted by start time; metadata events come first.
     """
     engine: Engine = graph._engine
-    tracer = engine.tracer
+    tracer = engine.scheduler.tracer
     if not isinstance(tracer, Tracer):
         return json.dumps({"traceEvents": [], "displayTimeUnit": "ms"})
     kernels = {n.name: n.spec.kernel for n in engine.nodes}

@@ -58,7 +58,7 @@ class AsyncDriver:
         self._loop = loop
         self._event = asyncio.Event()
         self._changed = asyncio.Condition()
-        graph._engine.wakeup = self._wakeup
+        graph._engine.set_wakeup(self._wakeup)
         if graph.state == GraphState.INITIALIZED:
             graph.start()
         self._task = loop.create_task(self._drive(), name="flowplex-driver")
@@ -86,17 +86,17 @@ class AsyncDriver:
                 event.clear()
                 with self._lock:
                     self._pending = False
-                engine.pump()
+                engine.pump.pump()
                 async with changed:
                     changed.notify_all()
-                if engine.state == TERMINATED:
+                if engine.status.state == TERMINATED:
                     return
                 if not event.is_set():
                     # Check at most every 50 ms as well: a stall or a closing scan needs no wakeup.
                     with contextlib.suppress(TimeoutError):
                         await asyncio.wait_for(event.wait(), 0.05)
         finally:
-            engine.wakeup = None
+            engine.set_wakeup(None)
             async with changed:
                 changed.notify_all()
 
@@ -113,7 +113,7 @@ class AsyncDriver:
     def stop(self) -> None:
         """Cancel the drive task (``Graph.close``)."""
         task, self._task = self._task, None
-        self._graph._engine.wakeup = None
+        self._graph._engine.set_wakeup(None)
         if task is not None and not task.done():
             task.cancel()
 
@@ -157,7 +157,7 @@ async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float
     if grace > 0 and not task.done():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), grace)
-    if task.done() or graph._engine.state == TERMINATED:
+    if task.done() or graph._engine.status.state == TERMINATED:
         return
     warnings.warn(
         f"run_async {reason} grace expired before the graph terminated; "

@@ -91,7 +91,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     _check_static_types(plan, nodes)
     for diag in plan.diagnostics:
         log.warning("%s", diag.message)
-    engine = Engine(nodes, edges, list(plan.graph_inputs), executors)
+    engine = Engine(nodes, edges, list(plan.graph_inputs), executors, plan.spec.strict_ports)
     configure_limits(engine, plan.spec, nodes)
     return engine
 
@@ -103,24 +103,24 @@ def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None
         # queues together may hold at most DEFAULT_MAX_QUEUED_PACKETS packets and
         # DEFAULT_MAX_QUEUED_BYTES of buffers before graph-input sends wait. A poller's queue
         # counts because a host that reads slowly is the commonest way to fall behind.
-        engine.limit_packets = DEFAULT_MAX_QUEUED_PACKETS
-        engine.limit_bytes = DEFAULT_MAX_QUEUED_BYTES
+        engine.budget.limit_packets = DEFAULT_MAX_QUEUED_PACKETS
+        engine.budget.limit_bytes = DEFAULT_MAX_QUEUED_BYTES
     else:
-        engine.limit_packets = spec.max_queued_packets
-    engine.soft_limit = spec.max_queue_size
+        engine.budget.limit_packets = spec.max_queued_packets
+    engine.budget.soft_limit = spec.max_queue_size
     for node in nodes:
         node.limited = any(port.capacity for edge in node.out_edges for port in edge.consumers)
         node.simple = not node.is_source and node.max_in_flight == 1 and len(node.out_edges) <= 1
         node.hop = (node.simple and node.policy != BATCH and not node.backs and not node.typed_inputs
-                    and not node.typed_outputs and not node.rate_period)
+                    and not node.typed_outputs and not node.rate_period and not node.remote)
     for node in nodes:
         for edge in node.out_edges:
             for port in edge.consumers:
                 port.chained = (node.hop and port.node.hop and port.node.executor is node.executor
                                 and node.on_caller)
     engine.stats_level = "full" if spec.watchdog_ms > 0 else spec.stats
-    engine.watchdog_ns = spec.watchdog_ms * 1_000_000
-    engine.timed = engine.stats_level == "full"
+    engine.scheduler.watchdog_ns = spec.watchdog_ms * 1_000_000
+    engine.scheduler.timed = engine.stats_level == "full"
     if spec.watchdog_ms > 0 and spec.stats != "full":
         log.info("stats is overridden to full because watchdog_ms > 0")
 

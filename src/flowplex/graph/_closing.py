@@ -1,14 +1,12 @@
-"""Closing and termination: when a node may close, running its ``close``, closing edges, TERMINATED.
+"""Closing and termination: when a node may close, what its close does, closing edges, TERMINATED.
 
-Split from ``_engine`` because closing is its own protocol: a node closes once its forward
-inputs are closed and drained (a source: once it called ``source_done``; any node: once the
-graph failed or was cancelled), its ``close`` flushes like a last invocation, and its output
-edges then close the downstream ports in turn, until every node is closed and the graph is
-TERMINATED. ``ClosingMixin`` is one layer of ``Engine``
-(see ``_engine_common.EngineState``), on the engine's own state and lock.
+Closing is its own protocol: a node closes once its forward inputs are closed and drained (a
+source: once it called ``source_done``; any node: once the graph failed or was cancelled), its
+``close`` flushes like a last invocation, and its output edges then close the downstream ports
+in turn, until every node is closed and the graph is TERMINATED.
 
 Once a graph has ended (terminated, however: normally, failed or cancelled; closed; reset), the
-packets it still holds for work that can never run are released (``release_held``): the backlog
+packets it still holds for work that can never run are released (``take_held``): the backlog
 of node input queues and feedback registers, discarded blocked flushes and idle contexts'
 inputs. That is what gives adopted arrays their writeability back. Packets already in poller
 queues are not touched: a delivered packet is the host's, readable after the graph closed.
@@ -20,69 +18,79 @@ from typing import TYPE_CHECKING
 
 from .._timestamps import TS_DONE
 from ..kernels._context import PHASE_CLOSE, CloseReason
-from ._engine_common import _buffer_bytes, _describe, _output_type_error
-from ._lifecycle import DRAINING, RUNNING, TERMINATED, LifecycleMixin
+from ._status import DRAINING, RUNNING, TERMINATED
 
 if TYPE_CHECKING:
     from ..kernels._context import Context
-    from ._engine_common import Calls, Submission
+    from ._blocking import Blocking
+    from ._budget import Budget
+    from ._claims import Claims
+    from ._delivery import Delivery
     from ._nodes import Edge, Node
+    from ._status import Status
 
 
-class ClosingMixin(LifecycleMixin):
-    """Node closing, edge closing and termination of ``Engine`` (a layer of it)."""
+class Closing:
+    """Closes nodes and edges and decides termination; lock held for every call."""
 
-    def _try_close(self, node: Node, subs: list[Submission]) -> None:
-        """Start closing ``node`` if it may; lock held. Closing runs on the node's executor."""
+    def __init__(self, status: Status, budget: Budget, blocking: Blocking, claims: Claims, delivery: Delivery,
+                 nodes: list[Node], graph_inputs: list[Edge]) -> None:
+        self.status = status
+        self.budget = budget
+        self.blocking = blocking
+        self.claims = claims
+        self.delivery = delivery
+        self.nodes = nodes
+        self.graph_inputs = graph_inputs
+
+    def try_close(self, node: Node) -> None:
+        """Start closing ``node`` if it may: its close runs on the node's executor."""
         if not node.opened or node.close_started or node.in_flight or node.waiting or node.blocked:
             return
-        if not (self.error is not None or self.cancelled or node.may_close()):
+        status = self.status
+        if not (status.error is not None or status.cancelled or node.may_close()):
             return
         node.close_started = True
         node.claimable = False
-        self.busy += 1
+        status.busy += 1
         ctx = node.contexts.pop()
         ctx._reset_for(TS_DONE, PHASE_CLOSE)
-        ctx.close_reason = (CloseReason.CANCELLED if self.cancelled
-                            else CloseReason.ERROR if self.error is not None else CloseReason.NORMAL)
-        subs.append((node.executor, self.run, ctx))
+        ctx.close_reason = (CloseReason.CANCELLED if status.cancelled
+                            else CloseReason.ERROR if status.error is not None else CloseReason.NORMAL)
+        claims = self.claims
+        claims.out.append((node.executor, claims.task, ctx))
 
-    def _run_close(self, node: Node, ctx: Context) -> None:
-        text = ""
-        err: Exception | None = None
-        if self.timed:
-            err, text = self._timed_call(node, ctx, node.kernel.close)
+    def rescan(self, nodes: tuple[Node, ...] | list[Node]) -> None:
+        """Claim what is ready and close what may close, for each of ``nodes``."""
+        for node in nodes:
+            self.claims.schedule(node)
+            self.try_close(node)
+
+    def try_close_all(self, nodes: tuple[Node, ...] | list[Node]) -> None:
+        """``try_close`` each of ``nodes``."""
+        for node in nodes:
+            self.try_close(node)
+
+    def closed(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
+        """``node``'s close callback returned (``text``: its failure): flush, close its edges."""
+        if text:
+            for out in ctx._out:
+                out.clear()
+            self.status.record_error(node, err, text)
+            self.try_close_all(self.nodes)
         else:
-            try:
-                node.kernel.close(ctx)
-            except Exception as exc:
-                err = exc
-                text = _describe(exc, ctx)
-        if not text and node.typed_outputs:
-            text = _output_type_error(node, ctx)
-        subs: list[Submission] = []
-        calls: Calls = []
-        with self.lock:
-            if text:
-                for out in ctx._out:
-                    out.clear()
-                self.record_error(node, err, text)
-                for other in self.nodes:
-                    self._try_close(other, subs)
-            else:
-                self._flush(node, ctx, subs, calls)
-            ctx.close_reason = CloseReason.NORMAL
-            node.contexts.append(ctx)
-            node.closed = True
-            self.busy -= 1
-            for edge in node.out_edges:
-                self._close_edge(edge, subs, calls)
-            self._check_terminated()
-            self._bump()
-        self._dispatch(subs, calls)
+            self.delivery.flush(node, ctx)
+        ctx.close_reason = CloseReason.NORMAL
+        node.contexts.append(ctx)
+        node.closed = True
+        self.status.busy -= 1
+        for edge in node.out_edges:
+            self.close_edge(edge)
+        self.check_terminated()
+        self.status.bump()
 
-    def _close_edge(self, edge: Edge, subs: list[Submission], calls: Calls) -> None:
-        """No more packets on ``edge``: close consumer ports and pollers; lock held."""
+    def close_edge(self, edge: Edge) -> None:
+        """No more packets on ``edge``: close consumer ports and pollers."""
         if edge.closed:
             return
         edge.closed = True
@@ -96,45 +104,40 @@ class ClosingMixin(LifecycleMixin):
                 node.closed_fwd += 1
                 if node.closed_fwd == len(node.fwd):
                     node.closable = True
-            self.schedule(port.node, subs)
-            self._try_close(port.node, subs)
-        self._publish(edge, TS_DONE, calls)
+            self.claims.schedule(port.node)
+            self.try_close(port.node)
+        self.delivery.publish(edge, TS_DONE)
 
-    def close_graph_input(self, edge: Edge) -> None:
+    def close_input(self, edge: Edge) -> None:
         """Close one graph input port (idempotent)."""
-        subs: list[Submission] = []
-        calls: Calls = []
-        with self.lock:
-            self._close_edge(edge, subs, calls)
-            if self.state == RUNNING and all(e.closed for e in self.graph_inputs):
-                self.state = DRAINING
-            self._check_terminated()
-            self._bump()
-        self._dispatch(subs, calls)
+        status = self.status
+        self.close_edge(edge)
+        if status.state == RUNNING and all(e.closed for e in self.graph_inputs):
+            status.state = DRAINING
+        self.check_terminated()
+        status.bump()
 
-    def _check_terminated(self) -> None:
+    def check_terminated(self) -> None:
+        """TERMINATED once nothing runs, every node closed and inputs closed (or the graph halted)."""
+        status = self.status
         if (
-            self.state in (RUNNING, DRAINING)
-            and self.busy == 0
+            status.state in (RUNNING, DRAINING)
+            and status.busy == 0
             and all(n.closed for n in self.nodes)
-            and (all(e.closed for e in self.graph_inputs) or self.error is not None or self.cancelled)
+            and (all(e.closed for e in self.graph_inputs) or status.error is not None or status.cancelled)
         ):
-            self.state = TERMINATED
+            status.state = TERMINATED
 
-    def force_close_all(self) -> None:
+    def force_close(self) -> None:
         """After an error or cancel: close every idle node (running ones close when they end)."""
-        subs: list[Submission] = []
-        with self.lock:
-            if self.halted:
-                self._drop_blocked()
-            for node in self.nodes:
-                self._try_close(node, subs)
-            self._check_terminated()
-            self._bump()
-        self._dispatch(subs, [])
+        if self.status.halted:
+            self.blocking.drop_blocked()
+        self.try_close_all(self.nodes)
+        self.check_terminated()
+        self.status.bump()
 
     def take_held(self) -> list[object]:
-        """Take every packet the graph holds for work that will never run; lock held.
+        """Take every packet the graph holds for work that will never run.
 
         Empties node input queues (counters adjusted), discards blocked or unflushed output
         and clears the inputs of idle contexts (running or submitted invocations keep theirs:
@@ -148,9 +151,10 @@ class ClosingMixin(LifecycleMixin):
                 q = port.queue
                 if not q:
                     continue
-                self.queued -= len(q)
-                if self.limit_bytes and not port.is_back:  # feedback registers are not in the byte count
-                    self.queued_bytes -= _buffer_bytes(list(q))
+                if port.is_back:  # feedback registers are not in the byte count
+                    self.budget.queued -= len(q)
+                else:
+                    self.budget.take(list(q))
                 held.extend(q)
                 q.clear()
             for ctx in node.pending.values():
@@ -158,24 +162,23 @@ class ClosingMixin(LifecycleMixin):
             node.pending.clear()
             if node.blocked:
                 node.blocked = False
-                self.blocked_nodes.discard(node)
+                self.blocking.blocked.discard(node)
             for ctx in node.contexts:
-                for staged in ctx._out:
-                    if staged:
-                        held.extend(staged)
-                        staged.clear()
-                inputs = ctx._in
-                for i in range(len(inputs)):
-                    if inputs[i] is not None:
-                        held.append(inputs[i])
-                        inputs[i] = None
-                if ctx._batch is not None:
-                    held.append(ctx._batch)
-                    ctx._batch = None
+                _take_context(ctx, held)
         return held
 
-    def release_held(self) -> None:
-        """``take_held`` under the lock, then drop the packets outside it (see the module doc)."""
-        with self.lock:
-            held = self.take_held()
-        del held
+
+def _take_context(ctx: Context, held: list[object]) -> None:
+    """Move an idle context's staged output, inputs and batch into ``held``."""
+    for staged in ctx._out:
+        if staged:
+            held.extend(staged)
+            staged.clear()
+    inputs = ctx._in
+    for i in range(len(inputs)):
+        if inputs[i] is not None:
+            held.append(inputs[i])
+            inputs[i] = None
+    if ctx._batch is not None:
+        held.append(ctx._batch)
+        ctx._batch = None

@@ -1,109 +1,28 @@
-"""What every scheduler module shares: the engine's state, the shape of claimed work, failure text.
+"""What every scheduler part shares: the shape of claimed work and the failure texts.
 
-A leaf module (it imports no other engine module at run time) so that ``_engine`` and its
-base classes (``_backpressure``, ``_closing``, ``_lifecycle``) can all use it without an
-import cycle.
+A leaf module (it imports no other engine module at run time), so that every part of the
+engine (``_claims``, ``_delivery``, ``_closing``, ``_loop``...) can use it without a cycle.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 from ..packets import type_name
 
 if TYPE_CHECKING:
-    from ..errors import KernelError
     from ..executors import Executor
-    from ..executors._protocol import Inbox
     from ..kernels._context import Context
     from ..packets import Packet
-    from ._nodes import Edge, InPort, Node
-    from ._timers import Timers
+    from ._nodes import Node
 
 Submission = tuple["Executor", Callable[[object], None], object]
 """One claimed task: ``executor.submit(task, arg)``, called once the engine lock is released."""
 Calls = list[tuple[Callable[["Packet"], object], "Packet"]]
 """Observer calls collected under the lock, made after it is released."""
 Work = tuple[list[Submission], Calls]
-"""Claimed tasks and observer calls, to run outside the lock (``Engine.accept`` returns one)."""
-
-
-class EngineState:
-    """The state of one graph's scheduler, and the data-path methods its layers call.
-
-    ``Engine`` is built in layers, one concern per module, each a subclass of the one below:
-    ``EngineState`` → ``LifecycleMixin`` → ``ClosingMixin`` → ``BackpressureMixin`` →
-    ``Engine``. A chain rather than mixins side by side, because the compiled build (mypyc,
-    see ``setup.py``) supports single inheritance only. ``Engine.__init__`` sets every
-    attribute declared here; the methods below are the ones a lower layer calls on a higher
-    one, and ``Engine`` defines them all.
-    """
-
-    lock: threading.Lock
-    changed: threading.Condition
-    nodes: list[Node]
-    edges: dict[str, Edge]
-    graph_inputs: list[Edge]
-    executors: list[Executor]
-    inboxes: list[Inbox]
-    _pump_gate: threading.Lock
-    _pump_cursor: int
-    state: int
-    error: KernelError | None
-    error_text: str
-    cancelled: bool
-    paused: bool
-    halted: bool
-    waiters: int
-    _run: Callable[[object], None]
-    stats_level: str
-    started_ns: int
-    timed: bool
-    watchdog_ns: int
-    tracer: Callable[[str, str, int, int, int], None] | None
-    busy: int
-    queued: int
-    queued_bytes: int
-    limit_packets: int
-    limit_bytes: int
-    soft_limit: int
-    blocked_nodes: set[Node]
-    _retry: list[Node]
-    wakeup: Callable[[], None] | None
-    _timers: Timers | None
-
-    def run(self, arg: object) -> None:
-        raise NotImplementedError
-
-    def schedule(self, node: Node, out: list[Submission]) -> None:
-        raise NotImplementedError
-
-    def _timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[Exception | None, str]:
-        raise NotImplementedError
-
-    def _flush(self, node: Node, ctx: Context, subs: list[Submission], calls: Calls) -> bool:
-        raise NotImplementedError
-
-    def _deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet], subs: list[Submission]) -> None:
-        raise NotImplementedError
-
-    def _deliver(self, edge: Edge, packets: list[Packet], subs: list[Submission], calls: Calls) -> None:
-        raise NotImplementedError
-
-    def _publish(self, edge: Edge, b: int, calls: Calls) -> None:
-        raise NotImplementedError
-
-    def _dispatch(self, subs: list[Submission], calls: Calls) -> None:
-        raise NotImplementedError
-
-    def _drop_blocked(self) -> None:
-        raise NotImplementedError
-
-    def force_close_all(self) -> None:
-        raise NotImplementedError
-
+"""Claimed tasks and observer calls, to run outside the lock (``Admission.accept`` returns one)."""
 
 _BUFFER: Final = 6
 """The type id of buffer payloads: the only packets whose bytes count toward ``limit_bytes``."""
@@ -129,6 +48,17 @@ def _describe(exc: BaseException, ctx: Context) -> str:
     if not text and ctx._error_text:
         text = ctx._error_text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def input_type_error(node: Node, ctx: Context) -> str:
+    """Why the claimed inputs break the node's declared input types ("" when they do not)."""
+    for i, want in enumerate(node.in_types):
+        p = ctx._in[i]
+        if want and p is not None and p._tid != want:
+            hint = " (packets of type id 0 only pass ports declared `any`)" if p._tid == 0 else ""
+            return (f"input port `{node.inputs[i].name}` type mismatch: contract declares {type_name(want)}, "
+                    f"actual {type_name(p._tid)}{hint}")
+    return ""
 
 
 def _output_type_error(node: Node, ctx: Context) -> str:

@@ -12,16 +12,14 @@ from typing import TYPE_CHECKING, Any, final
 from .._log import kernel_log
 from .._state import GraphState
 from .._suggest import suggest
-from .._timestamps import TS_UNSTARTED
 from .._types import PathLike
-from ..errors import GraphCancelled, KernelError, StateError, UnknownPortError, UsageError
-from ..kernels._context import PHASE_OPEN
+from ..errors import StateError, UnknownPortError
 from ..packets import Packet, new_buffer, to_packet
 from ..spec._plan import GraphPlan, build_plan
 from ..spec._specs import GraphSpec
 from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
 from ._build import build_engine
-from ._engine import DRAINING, INITIALIZED, RUNNING, TERMINATED, Engine, Submission
+from ._engine import INITIALIZED, TERMINATED, Engine
 from ._io import Input, Poller
 
 if TYPE_CHECKING:
@@ -103,10 +101,10 @@ class Graph:
     @property
     def state(self) -> GraphState:
         """The lifecycle state."""
-        return GraphState(self._engine.state)
+        return GraphState(self._engine.status.state)
 
     def __repr__(self) -> str:
-        state = self._engine.state
+        state = self._engine.status.state
         return f"<flowplex.Graph state={state} ({GraphState(state).name}) nodes={len(self._engine.nodes)}>"
 
     def __enter__(self) -> Graph:
@@ -120,7 +118,7 @@ class Graph:
             self.close()
 
     def _require_state(self, allowed: tuple[int, ...], what: str) -> None:
-        state = self._engine.state
+        state = self._engine.status.state
         if state not in allowed:
             names = "/".join(GraphState(s).name for s in allowed)
             msg = f"{what} is only allowed while the graph is {names} (it is {GraphState(state).name})"
@@ -133,52 +131,12 @@ class Graph:
         packet = to_packet(value, None, True)
         packet._owned = False
         self._side_packets[name] = packet
-        for node in self._engine.nodes:
-            node.info.side_packets[name] = packet
+        self._engine.set_side_packet(name, packet)
 
     def start(self) -> None:
         """Open every kernel (on this thread, in node order), then start running."""
-        engine = self._engine
         self._require_state((INITIALIZED,), "start")
-        for node in engine.nodes:
-            for name in node.side_required:
-                if name not in self._side_packets:
-                    msg = (
-                        f"missing required side packet `{name}` -- node `{node.name}` declared it in "
-                        "get_contract; inject it with set_side_packet before start"
-                    )
-                    raise UsageError(msg)
-        for node in engine.nodes:
-            if node.opened:
-                continue
-            ctx = node.contexts[-1]
-            ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
-            try:
-                node.kernel.open(ctx)
-            except Exception as exc:
-                text = f"{type(exc).__name__}: {exc}"
-                with engine.lock:
-                    engine.record_error(node, exc, f"open failed: {text}")
-                msg = f"kernel failed: [{node.name}] open failed: {text}"
-                raise KernelError(msg, node=node.name, kernel=node.spec.kernel) from exc
-            finally:
-                for staged in ctx._out:
-                    staged.clear()
-            node.opened = True
-            node.claimable = True
-        used = {id(n.executor) for n in engine.nodes}
-        for ex in engine.executors:
-            if id(ex) in used:
-                ex.start()
-        subs: list[Submission] = []
-        with engine.lock:
-            engine.started_ns = time.perf_counter_ns()
-            engine.state = RUNNING
-            if engine.graph_inputs and all(e.closed for e in engine.graph_inputs):
-                engine.state = DRAINING
-            engine.rescan(engine.nodes, subs)
-            engine._check_terminated()
-        engine.submit_background(subs)
+        self._engine.start()
 
     def close(self) -> None:
         """Cancel if still running, wait briefly, stop threads. Idempotent.
@@ -191,55 +149,18 @@ class Graph:
         if self._closed:
             return
         self._closed = True
-        engine = self._engine
         if self._driver is not None:
             self._driver.stop()
-        engine.wakeup = None
-        if engine.state in (RUNNING, DRAINING):
-            engine.cancel()
-            deadline = time.monotonic() + 5.0
-            while engine.state != TERMINATED and time.monotonic() < deadline:
-                if not engine.pump_step():
-                    with engine.lock:
-                        if engine.state == TERMINATED or engine.idle():
-                            break
-                        engine.waiters += 1
-                        engine.changed.wait(0.01)
-                        engine.waiters -= 1
-        engine.shutdown()
-        engine.release_held()
-        if engine.state == TERMINATED:  # no callback can still read a side packet
+        self._engine.stop()
+        if self._engine.status.state == TERMINATED:  # no callback can still read a side packet
             self._side_packets.clear()
-            for node in engine.nodes:
-                node.info.side_packets.clear()
 
     def reset(self) -> None:
         """Make a terminated graph startable again; kernels stay opened (``open`` is skipped).
 
         Queued packets (and pollers' unread ones) are dropped, side packets are kept.
         """
-        engine = self._engine
-        with engine.lock:
-            if engine.state != TERMINATED or not engine.idle():
-                msg = "reset needs a terminated, idle graph; call wait_done() first"
-                raise StateError(msg)
-            held = engine.take_held()
-            engine.error = None
-            engine.error_text = ""
-            engine.cancelled = False
-            engine.set_paused(False)
-            for node in engine.nodes:
-                node.reset()
-            for edge in engine.edges.values():
-                edge.reset()
-            for poller in self._pollers:
-                poller.reset()
-            engine.queued = 0
-            engine.queued_bytes = 0
-            engine.started_ns = 0
-            engine.blocked_nodes.clear()
-            engine.state = INITIALIZED
-        del held  # outside the lock: the last release of an adopted array restores it
+        self._engine.reset()
         with self._counters_lock:
             self._counters.clear()
 
@@ -274,14 +195,7 @@ class Graph:
         check_name(overflow, "add_poller", "overflow")
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "add_poller")
-        poller = Poller(self._engine, port, observe_timestamp_bounds, capacity, overflow)
-        with self._engine.lock:
-            edge.pollers.append(poller)
-            if observe_timestamp_bounds:
-                edge.bound_pollers.append(poller)
-            if poller.blocks and edge.producer is not None:
-                edge.producer.limited = True
-            edge.update_solo()
+        poller = self._engine.add_poller(edge, observe_timestamp_bounds, capacity, overflow)
         self._pollers.append(poller)
         return poller
 
@@ -295,11 +209,7 @@ class Graph:
         check_flag(observe_timestamp_bounds, "observe", "observe_timestamp_bounds")
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "observe")
-        with self._engine.lock:
-            edge.observers.append(fn)
-            if observe_timestamp_bounds:
-                edge.bound_observers.append(fn)
-            edge.update_solo()
+        self._engine.observe(edge, fn, observe_timestamp_bounds)
 
     def events(self, port: str) -> AsyncOutputEvents:
         """``async for`` over graph output ``port``: ``PacketEvent``, ``TimestampBoundEvent``, then
@@ -334,7 +244,7 @@ class Graph:
         progress (coalesce it; then call ``pump_step`` from your loop). ``None`` removes it."""
         if fn is not None:
             check_callback(fn, "set_wakeup_callback")
-        self._engine.wakeup = fn  # type: ignore[assignment]
+        self._engine.set_wakeup(fn)  # type: ignore[arg-type]
         if fn is not None:
             fn()
 
@@ -361,10 +271,10 @@ class Graph:
         if timeout is not None:
             timeout = check_timeout(timeout, "send")
         handle = self.input(port)
-        engine = self._engine
-        work = engine.accept(handle._edge, to_packet(value, ts, True), timeout=timeout)
+        admission = self._engine.admission
+        work = admission.accept(handle._edge, to_packet(value, ts, True), timeout=timeout)
         del value  # see Input.send: keep no reference while the graph runs
-        engine.run_work(work)
+        admission.run_work(work)
 
     def send_nowait(self, port: str, value: object, ts: int | None = None) -> None:
         """``self.input(port).send_nowait(value, ts)``: raises ``WouldBlock`` when full."""
@@ -403,27 +313,20 @@ class Graph:
 
     def pause(self) -> None:
         """Stop claiming new invocations (sends still queue) until ``resume``."""
-        with self._engine.lock:
-            self._engine.set_paused(True)
+        self._engine.set_paused(True)
 
     def resume(self) -> None:
         """Undo ``pause`` and rescan every node."""
-        engine = self._engine
-        subs: list[Submission] = []
-        with engine.lock:
-            engine.set_paused(False)
-            engine.rescan(engine.nodes, subs)
-            engine._bump()
-        engine._dispatch(subs, [])
+        self._engine.set_paused(False)
 
     def pump_step(self) -> bool:
         """Run one delegated task on this thread; False when there was none."""
-        return self._engine.pump_step()
+        return self._engine.pump.pump_step()
 
     def pump_steps(self, max_steps: int) -> int:
         """Run up to ``max_steps`` delegated tasks; returns how many ran."""
         max_steps = check_count(max_steps, "pump_steps", "max_steps")  # a TypeError or ValueError first
-        return self._engine.pump(max_steps)
+        return self._engine.pump.pump(max_steps)
 
     def wait_done(self, timeout: float | None = None) -> None:
         """Block until every node has closed; raise the graph's error, if any.
@@ -434,69 +337,18 @@ class Graph:
         ``Timeout`` after ``timeout`` seconds. A negative ``timeout`` polls once, as in lm-flow.
         """
         timeout = check_timeout(timeout, "wait_done")
-        engine = self._engine
-        if engine.state == INITIALIZED and not engine.cancelled:
-            msg = "wait_done() before start()"
-            raise StateError(msg)
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        while True:
-            engine.pump()
-            force = False
-            with engine.lock:
-                if engine.state in (TERMINATED, INITIALIZED):
-                    break
-                if engine.idle():
-                    failed = engine.error is not None or engine.cancelled
-                    open_inputs = [e.name for e in engine.graph_inputs if not e.closed]
-                    if open_inputs and not failed:
-                        msg = (
-                            f"wait_done: graph input ports [{', '.join(open_inputs)}] still open, the graph "
-                            "won't finish on its own -- call close_input/close_all_inputs first"
-                        )
-                        raise StateError(msg)
-                    if failed:
-                        if all(n.closed or not n.opened for n in engine.nodes):
-                            engine.state = TERMINATED
-                            break
-                        force = True
-                    else:
-                        engine._check_terminated()
-                        if engine.state == TERMINATED:
-                            break
-                        msg_0 = "wait_done"
-                        raise engine.stall_error(msg_0)
-                if not force:
-                    engine.wait_change(deadline)
-            if force:
-                engine.force_close_all()
-        # Ended: what is still queued can never run (a failure's or a cancel's backlog).
-        engine.release_held()
-        if engine.cancelled:
-            msg = "the graph was cancelled"
-            raise GraphCancelled(msg)
-        engine.raise_if_failed()
+        self._engine.waits.wait_done(None if timeout is None else time.monotonic() + float(timeout))
 
     def wait_until_idle(self, timeout: float | None = None) -> None:
         """Block until nothing is running or queued for execution (closes nothing)."""
         timeout = check_timeout(timeout, "wait_until_idle")
-        engine = self._engine
-        deadline = None if timeout is None else time.monotonic() + float(timeout)
-        while True:
-            engine.pump()
-            with engine.lock:
-                if engine.idle():
-                    if engine.blocked_nodes and not engine.halted:
-                        what = "wait_until_idle"
-                        raise engine.stall_error(what)
-                    break
-                engine.wait_change(deadline)
-        engine.raise_if_failed()
+        self._engine.waits.wait_until_idle(None if timeout is None else time.monotonic() + float(timeout))
 
     # -- introspection -------------------------------------------------------------------------
 
     def last_error(self) -> str:
         """Text of the first error (``""`` when none)."""
-        return self._engine.error_text
+        return self._engine.status.error_text
 
     def dropped_count(self, port: str) -> int:
         """Packets dropped on edge ``port`` by lossy policies."""
@@ -518,7 +370,7 @@ class Graph:
         if edge is None:
             msg = f"no edge named `{port}`"
             raise UnknownPortError(msg)
-        with self._engine.lock:
+        with self._engine.status.lock:
             return sum(p.overwritten for p in edge.consumers if p.is_back)
 
     def _counter_add(self, name: str, delta: int) -> None:

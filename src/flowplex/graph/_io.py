@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections import deque
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, final
 
-from ..errors import ConfigError, GraphCancelled, StateError, Timeout, WouldBlock
-from ..packets import Packet, clone_owned, to_packet
+from ..errors import ConfigError, WouldBlock
+from ..packets import Packet, to_packet
 from ._args import check_timeout, check_ts
-from ._engine import RUNNING, TERMINATED
-from ._engine_common import _BUFFER, _buffer_bytes
+from ._engine_common import _buffer_bytes
 
 if TYPE_CHECKING:
+    from ._admission import Admission
+    from ._budget import Budget
     from ._engine import Engine
     from ._nodes import Edge
+    from ._waiting import Waits
 
 __all__ = ["Input", "Poller"]
 
@@ -31,10 +32,11 @@ class Input:
     Get one with ``Graph.input(name)``; it stays valid for the graph's lifetime.
     """
 
-    __slots__ = ("_edge", "_engine")
+    __slots__ = ("_admission", "_edge", "_engine")
 
     def __init__(self, engine: Engine, edge: Edge) -> None:
         self._engine = engine
+        self._admission: Admission = engine.admission
         self._edge = edge
 
     @property
@@ -52,32 +54,32 @@ class Input:
         Raises ``ClosedError`` after ``close``, ``UsageError`` (a ``ValueError``) for a missing
         or non-increasing timestamp, ``KernelError`` once the graph has failed.
         """
-        engine = self._engine
+        admission = self._admission
         if type(ts) is not int:  # the common case costs one check; the helper names the mistake
             ts = check_ts(ts, "Input.send")
         if timeout is not None:
             timeout = check_timeout(timeout, "Input.send")
-        work = engine.accept(self._edge, to_packet(value, ts, True), timeout=timeout)
+        work = admission.accept(self._edge, to_packet(value, ts, True), timeout=timeout)
         del value  # the graph now owns the value: a kernel may write into it in place
-        engine.run_work(work)
+        admission.run_work(work)
 
     def send_nowait(self, value: object, ts: int | None = None) -> None:
         """Like ``send``, but raises ``WouldBlock`` instead of waiting when the graph is full."""
-        engine = self._engine
-        work = engine.accept(self._edge, to_packet(value, check_ts(ts, "Input.send_nowait"), True), wait=False)
+        admission = self._admission
+        work = admission.accept(self._edge, to_packet(value, check_ts(ts, "Input.send_nowait"), True), wait=False)
         del value
-        engine.run_work(work)
+        admission.run_work(work)
 
     def try_send(self, value: object, ts: int | None = None) -> bool:
         """Like ``send_nowait`` but returns False instead of raising when the graph is full."""
-        engine = self._engine
+        admission = self._admission
         ts = check_ts(ts, "Input.try_send")
         try:
-            work = engine.accept(self._edge, to_packet(value, ts, True), wait=False)
+            work = admission.accept(self._edge, to_packet(value, ts, True), wait=False)
         except WouldBlock:
             return False
         del value
-        engine.run_work(work)
+        admission.run_work(work)
         return True
 
     def close(self) -> None:
@@ -93,13 +95,14 @@ class Poller:
     passes (``Timeout``): it never returns ``None`` while the port can still deliver.
     """
 
-    __slots__ = ("_engine", "_queue", "blocks", "capacity", "closed", "dropped", "last_read", "last_reader", "name",
-                 "observe_bounds", "overflow", "readers")
+    __slots__ = ("_budget", "_queue", "_waits", "blocks", "capacity", "closed", "dropped", "edge", "last_read",
+                 "last_reader", "name", "observe_bounds", "overflow", "readers")
 
     OVERFLOW_POLICIES = ("block", "drop_oldest", "drop_newest", "latest")
 
-    def __init__(self, engine: Engine, name: str, observe_bounds: bool, capacity: int = 0,
+    def __init__(self, waits: Waits, budget: Budget, edge: Edge, observe_bounds: bool, capacity: int = 0,
                  overflow: str = "block") -> None:
+        name = edge.name
         if overflow not in self.OVERFLOW_POLICIES:
             choices = list(self.OVERFLOW_POLICIES)
             msg = f"add_poller(`{name}`): unknown overflow policy {overflow!r}; use one of {choices}"
@@ -113,7 +116,9 @@ class Poller:
         if capacity and observe_bounds:
             msg = f"add_poller(`{name}`): bounded pollers do not receive timestamp-bound events"
             raise ConfigError(msg)
-        self._engine = engine
+        self._waits = waits
+        self._budget = budget
+        self.edge = edge
         self.name = name
         self.observe_bounds = observe_bounds
         self.capacity = capacity
@@ -140,13 +145,11 @@ class Poller:
         in node queues: a host that reads slowly makes ``send`` wait instead of growing memory.
         """
         q = self._queue
-        engine = self._engine
+        budget = self._budget
         cap = self.capacity
         if not cap or self.blocks:
             q.extend(packets)
-            engine.queued += len(packets)
-            if engine.limit_bytes:
-                engine.queued_bytes += _buffer_bytes(packets)
+            budget.add(packets)
             return
         removed: list[Packet] = []  # queued packets pushed out by the newcomers
         if self.overflow == "drop_newest":
@@ -157,9 +160,9 @@ class Poller:
             added = packets
             q.extend(packets)
             removed = lost = [q.popleft() for _ in range(max(0, len(q) - cap))]
-        engine.queued += len(added) - len(removed)
-        if engine.limit_bytes:
-            engine.queued_bytes += _buffer_bytes(added) - _buffer_bytes(removed)
+        budget.queued += len(added) - len(removed)
+        if budget.limit_bytes:
+            budget.queued_bytes += _buffer_bytes(added) - _buffer_bytes(removed)
         self._count_drops(len(lost))
 
     def _count_drops(self, n: int) -> None:
@@ -176,7 +179,7 @@ class Poller:
         marker = Packet()
         marker._ts = ts
         self._queue.append(marker)
-        self._engine.queued += 1
+        self._budget.queued += 1
 
     def reset(self) -> None:
         """Forget everything (``Graph.reset``)."""
@@ -187,31 +190,7 @@ class Poller:
     # host side
     def try_next(self) -> Packet | None:
         """The next packet if one is queued, else ``None``; raises the graph error if failed."""
-        engine = self._engine
-        with engine.lock:
-            if self._queue:
-                p = self._pop()
-            else:
-                engine.raise_if_failed()
-                return None
-        if engine.has_retry():
-            engine.settle()
-        return p
-
-    def _pop(self) -> Packet:
-        """Take the oldest packet for the host; lock held."""
-        engine = self._engine
-        p = self._queue.popleft()
-        engine.queued -= 1
-        if engine.limit_bytes and p._tid == _BUFFER:
-            engine.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
-        self.last_read = time.monotonic()
-        self.last_reader = threading.get_ident()
-        if self.blocks:
-            engine.poller_popped(self.name)
-        elif engine.waiters:
-            engine.changed.notify_all()  # a send waiting for room may go on
-        return p if p._value is None else clone_owned(p)
+        return self._waits.try_next(self)
 
     def next(self, timeout: float | None = None) -> Packet | None:
         """Block for the next packet; ``None`` at the end of the stream.
@@ -221,57 +200,8 @@ class Poller:
         failure), ``DeadlockError`` if the graph stalled.
         """
         timeout = check_timeout(timeout, "Poller.next")
-        engine = self._engine
         deadline = None if timeout is None else time.monotonic() + max(0.0, float(timeout))
-        with engine.lock:
-            p = self._pop() if self._queue else None
-            if p is None:
-                engine.raise_if_failed()
-                self.readers += 1  # waiting on this poller: senders see someone reads it
-        if p is not None:
-            if engine.has_retry():
-                engine.settle()
-            return p
-        try:
-            return self._wait_next(deadline, timeout)
-        finally:
-            with engine.lock:
-                self.readers -= 1
-
-    def _wait_next(self, deadline: float | None, timeout: float | None) -> Packet | None:
-        """``next()`` once the queue was empty: pump delegated work or wait for a packet."""
-        engine = self._engine
-        while True:
-            with engine.lock:
-                p = self._pop() if self._queue else None
-                if p is None:
-                    engine.raise_if_failed()
-            if p is not None:
-                if engine.has_retry():
-                    engine.settle()
-                return p
-            with engine.lock:
-                if self.closed:
-                    return None
-                if engine.cancelled:
-                    msg = "the graph was cancelled"
-                    raise GraphCancelled(msg)
-                if engine.state < RUNNING:
-                    msg = "Poller.next() before Graph.start()"
-                    raise StateError(msg)
-            if engine.pump_step():
-                continue
-            with engine.lock:
-                if self._queue or self.closed or engine.error is not None:
-                    continue
-                if engine.idle() and all(e.closed for e in engine.graph_inputs) and engine.state != TERMINATED:
-                    msg_0 = f"Poller.next on `{self.name}`"
-                    raise engine.stall_error(msg_0)
-                try:
-                    engine.wait_change(deadline)
-                except Timeout:
-                    msg = f"Poller.next on `{self.name}` timed out after {timeout} s"
-                    raise Timeout(msg) from None
+        return self._waits.next(self, deadline, timeout)
 
     def __iter__(self) -> Iterator[Packet]:
         """Iterate with ``next()`` until the end of the stream."""

@@ -123,7 +123,7 @@ class Node:
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
                  "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple", "hop",
-                 "out_edge", "inbox", "on_caller")
+                 "out_edge", "inbox", "on_caller", "remote")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -136,6 +136,8 @@ class Node:
         host threads run its executor's work."""
         self.on_caller = executor.runs_on_caller
         """``executor.runs_on_caller``: the hop path asks the executor for its ``backlog()``."""
+        self.remote = executor.hosts_kernels
+        """``executor.hosts_kernels``: its callbacks cross the seam as invocations (``_seam``)."""
         self.is_source = spec.is_source
         self.max_in_flight = max(1, spec.max_in_flight)
         self.policy = POLICY_CODES[spec.input_policy.type]
@@ -166,7 +168,8 @@ class Node:
         self.simple = False
         """A chain link: not a source, one invocation at a time, at most one output port."""
         self.hop = False
-        """``simple``, not ``batch``, no feedback, no declared types, no ``rate``: ``Engine._run_hop``."""
+        """``simple``, not ``batch``, no feedback, no declared types, no ``rate``, kernel run here:
+        ``Scheduler.run_hop``."""
         self.in_types: list[int] = []
         self.out_types: list[int] = []
         self.typed_inputs = False

@@ -9,18 +9,18 @@ from __future__ import annotations
 import heapq
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._engine import Engine
     from ._nodes import Node
 
 
 class Timers:
     """One thread per graph that fires source wakes at their deadlines."""
 
-    def __init__(self, engine: Engine) -> None:
-        self._engine = engine
+    def __init__(self, wake: Callable[[Node, int], None]) -> None:
+        self._wake = wake
         self._cond = threading.Condition(threading.Lock())
         self._heap: list[tuple[float, int, Node, int]] = []
         self._seq = 0
@@ -48,7 +48,7 @@ class Timers:
                 if self._stopped:
                     return
                 _, _, node, gen = heapq.heappop(self._heap)
-            self._engine.wake(node, gen)
+            self._wake(node, gen)
 
     def stop(self) -> None:
         with self._cond:

@@ -1,0 +1,92 @@
+"""The graph's memory budget: packets and buffer bytes queued in node inputs and pollers.
+
+Graph-input sends are admitted only under the watermark (``limit_packets`` / ``limit_bytes``);
+every queue that takes or gives packets books them here, under the engine lock. Queue peaks
+warn at the soft limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ._engine_common import _BUFFER, _buffer_bytes
+
+if TYPE_CHECKING:
+    from ..packets import Packet
+    from ._nodes import Edge, InPort
+
+log = logging.getLogger("flowplex.graph")
+
+
+class Budget:
+    """Counts what waits in queues, against the graph's limits; lock held for every change."""
+
+    def __init__(self) -> None:
+        self.queued = 0
+        """Packets waiting in node input queues and poller queues."""
+        self.queued_bytes = 0
+        """Buffer bytes in those queues (tracked only while ``limit_bytes`` is set)."""
+        self.limit_packets = 0
+        """Global watermark checked by graph-input sends; 0 = unlimited."""
+        self.limit_bytes = 0
+        self.soft_limit = 100
+        """A queue deeper than this logs a warning (then at each doubling)."""
+
+    def add(self, packets: tuple[Packet, ...] | list[Packet]) -> None:
+        """Book packets entering a queue."""
+        self.queued += len(packets)
+        if self.limit_bytes:
+            self.queued_bytes += _buffer_bytes(packets)
+
+    def add_one(self, p: Packet) -> None:
+        """Book one packet entering a queue (the hot path's form of ``add``)."""
+        self.queued += 1
+        if self.limit_bytes and p._tid == _BUFFER:
+            self.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+
+    def take(self, packets: tuple[Packet, ...] | list[Packet]) -> None:
+        """Book packets leaving a queue."""
+        self.queued -= len(packets)
+        if self.limit_bytes:
+            self.queued_bytes -= _buffer_bytes(packets)
+
+    def take_one(self, p: Packet) -> None:
+        """Book one packet leaving a queue."""
+        self.queued -= 1
+        if self.limit_bytes and p._tid == _BUFFER:
+            self.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
+
+    def under(self) -> bool:
+        """Below both watermarks (ignoring blocking pollers)."""
+        return ((not self.limit_packets or self.queued < self.limit_packets)
+                and (not self.limit_bytes or self.queued_bytes < self.limit_bytes))
+
+    def has_room(self, edge: Edge) -> bool:
+        """Whether a graph-input send on ``edge`` may deliver now (watermark, blocking pollers)."""
+        if not self.under():
+            return False
+        if edge.blocking:
+            return all(len(p) < p.capacity for p in edge.blocking)
+        return True
+
+    def fullness(self) -> str:
+        """What fills the graph, for errors."""
+        limit = f"limit={self.limit_packets}" if self.limit_packets else "no packet limit"
+        extra = f", {self.queued_bytes} buffer bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
+        return f"{self.queued} packets queued ({limit}){extra}"
+
+    def new_peak(self, edge: Edge, port: InPort) -> None:
+        """Record a queue's new peak; warn at the soft limit, then at each doubling of it."""
+        depth = len(port.queue)
+        port.peak = depth
+        limit = self.soft_limit
+        if limit and depth > max(port.warn_at, limit):
+            port.warn_at = max(port.warn_at, limit) * 2
+            log.warning("edge `%s` has %d packets backlogged at `%s.%s` (soft limit %d)", edge.name, depth,
+                        port.node.name, port.name, limit)
+
+    def clear(self) -> None:
+        """Nothing queued any more (``Graph.reset``)."""
+        self.queued = 0
+        self.queued_bytes = 0

@@ -1,0 +1,67 @@
+"""The engine's side of the executor seam: a claimed context as an ``Invocation``, an
+``Outcome`` applied back to it.
+
+In-process executors run the engine's own task on the engine's context (the context *is* the
+invocation, at no cost). A node on an executor that ``hosts_kernels`` runs elsewhere: the loop
+turns its context into plain data here, and writes what came back into the same context, so
+that completing it is the same code for every executor.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from ..executors._invocation import Invocation, NodeRecipe, Outcome
+
+if TYPE_CHECKING:
+    from ..kernels._context import Context
+    from ..packets import Packet
+    from ._nodes import Node
+
+log = logging.getLogger("flowplex.graph")
+
+
+def invocation_of(node: Node, ctx: Context) -> Invocation:
+    """The claimed callback in ``ctx`` as plain data; the context lets go of its inputs."""
+    inputs: list[Packet | None] = list(ctx._in)
+    for i in range(len(ctx._in)):
+        ctx._in[i] = None
+    batch = ctx._batch
+    ctx._batch = None
+    return Invocation(node.index, ctx.seq, ctx._phase, ctx._ts, inputs, batch, ctx._done, ctx.close_reason)
+
+
+def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseException | None, str]:
+    """Write a hosted callback's ``outcome`` into ``ctx`` (staging, requests) and its node's
+    counters and log; returns the failure as ``(exception, text)`` (text "" when it succeeded)."""
+    info = node.info
+    for name, delta in outcome.counters:
+        info.counter_add(name, delta)
+    for level, message in outcome.logs:
+        info.log(level, message)
+    if outcome.ignored_emits:
+        info.ignored_emits += outcome.ignored_emits
+    if outcome.error:
+        err = outcome.exception
+        if err is not None and outcome.traceback:
+            err.add_note(f"(raised in the kernel host of node `{node.name}`)\n{outcome.traceback}")
+        return err, outcome.error
+    outputs = outcome.outputs
+    if len(outputs) != len(ctx._out):
+        msg = (f"the executor returned output for {len(outputs)} port(s); node `{node.name}` has "
+               f"{len(ctx._out)}")
+        return None, msg
+    for staged, packets in zip(ctx._out, outputs, strict=True):
+        for p in packets:
+            p._owned = False
+        staged.extend(packets)
+    ctx._bounds = outcome.bounds
+    ctx._source_done = outcome.source_done
+    ctx._yield = outcome.yield_s
+    return None, ""
+
+
+def recipe_of(node: Node, strict_ports: bool) -> NodeRecipe:
+    """What a kernel host needs to build ``node``'s kernel on its own instance."""
+    return NodeRecipe(node.index, node.spec, type(node.kernel), strict_ports, dict(node.info.side_packets))

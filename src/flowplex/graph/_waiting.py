@@ -1,0 +1,196 @@
+"""The host's blocking calls: ``wait_done``, ``wait_until_idle`` and reading a poller.
+
+Each pumps delegated work on the calling thread while it waits, wakes at least every
+``WAIT_SLICE_S``, and turns a graph that can never progress into a ``DeadlockError`` (or a
+``StateError`` when the host itself must act) instead of a hang.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from ..errors import GraphCancelled, StateError, Timeout
+from ..packets import clone_owned
+from ._stalls import stall_error
+from ._status import INITIALIZED, RUNNING, TERMINATED
+
+if TYPE_CHECKING:
+    from ..packets import Packet
+    from ._blocking import Blocking
+    from ._budget import Budget
+    from ._closing import Closing
+    from ._io import Poller
+    from ._loop import Scheduler
+    from ._pump import Pump
+    from ._status import Status
+
+
+class Waits:
+    """Blocking host calls over the engine's parts."""
+
+    def __init__(self, status: Status, budget: Budget, blocking: Blocking, closing: Closing, scheduler: Scheduler,
+                 pump: Pump) -> None:
+        self.status = status
+        self.budget = budget
+        self.blocking = blocking
+        self.closing = closing
+        self.scheduler = scheduler
+        self.pump = pump
+
+    # -- the whole graph ------------------------------------------------------------------------
+
+    def wait_done(self, deadline: float | None) -> None:
+        """Block until every node has closed; raise the graph's error, if any (``Graph.wait_done``)."""
+        status = self.status
+        if status.state == INITIALIZED and not status.cancelled:
+            msg = "wait_done() before start()"
+            raise StateError(msg)
+        while True:
+            self.pump.pump()
+            with status.lock:
+                if status.state in (TERMINATED, INITIALIZED):
+                    break
+                force = self.pump.idle() and self._idle_verdict()
+                if status.state == TERMINATED:
+                    break
+                if not force:
+                    status.wait_change(deadline)
+            if force:
+                self.force_close()
+        # Ended: what is still queued can never run (a failure's or a cancel's backlog).
+        self.release_held()
+        if status.cancelled:
+            msg = "the graph was cancelled"
+            raise GraphCancelled(msg)
+        status.raise_if_failed()
+
+    def _idle_verdict(self) -> bool:
+        """The graph is idle and not terminated: terminate it, raise, or ask for a forced close
+        (True: a failed graph with nodes left to close); lock held."""
+        status = self.status
+        closing = self.closing
+        failed = status.error is not None or status.cancelled
+        open_inputs = [e.name for e in closing.graph_inputs if not e.closed]
+        if open_inputs and not failed:
+            msg = (
+                f"wait_done: graph input ports [{', '.join(open_inputs)}] still open, the graph "
+                "won't finish on its own -- call close_input/close_all_inputs first"
+            )
+            raise StateError(msg)
+        if failed:
+            if all(n.closed or not n.opened for n in closing.nodes):
+                status.state = TERMINATED
+                return False
+            return True
+        closing.check_terminated()
+        if status.state == TERMINATED:
+            return False
+        msg_0 = "wait_done"
+        raise stall_error(msg_0, closing.nodes, self.blocking)
+
+    def wait_until_idle(self, deadline: float | None) -> None:
+        """Block until nothing is running or queued for execution (closes nothing)."""
+        status = self.status
+        while True:
+            self.pump.pump()
+            with status.lock:
+                if self.pump.idle():
+                    if self.blocking.blocked and not status.halted:
+                        msg = "wait_until_idle"
+                        raise stall_error(msg, self.closing.nodes, self.blocking)
+                    break
+                status.wait_change(deadline)
+        status.raise_if_failed()
+
+    def force_close(self) -> None:
+        """Close every idle node of a halted graph, and run those closes."""
+        status = self.status
+        with status.lock:
+            self.closing.force_close()
+            subs, calls = self.scheduler.take_work()
+        self.scheduler.dispatch(subs, calls)
+
+    def release_held(self) -> None:
+        """``Closing.take_held`` under the lock, then drop the packets outside it."""
+        with self.status.lock:
+            held = self.closing.take_held()
+        del held
+
+    # -- one poller -----------------------------------------------------------------------------
+
+    def _take(self, poller: Poller) -> Packet:
+        """Take ``poller``'s oldest packet for the host; lock held."""
+        status = self.status
+        p = poller._queue.popleft()
+        self.budget.take_one(p)
+        poller.last_read = time.monotonic()
+        poller.last_reader = threading.get_ident()
+        if poller.blocks:
+            self.blocking.poller_popped(poller.edge)
+        elif status.waiters:
+            status.changed.notify_all()  # a send waiting for room may go on
+        return p if p._value is None else clone_owned(p)
+
+    def try_next(self, poller: Poller) -> Packet | None:
+        """``Poller.try_next``: the next packet if one is queued, else None."""
+        status = self.status
+        with status.lock:
+            if poller._queue:
+                p = self._take(poller)
+            else:
+                status.raise_if_failed()
+                return None
+        if self.blocking.retry:
+            self.scheduler.settle()
+        return p
+
+    def next(self, poller: Poller, deadline: float | None, timeout: float | None) -> Packet | None:
+        """``Poller.next``: block for the next packet; None at the end of the stream."""
+        status = self.status
+        with status.lock:
+            p = self._take(poller) if poller._queue else None
+            if p is None:
+                status.raise_if_failed()
+                poller.readers += 1  # waiting on this poller: senders see someone reads it
+        if p is not None:
+            if self.blocking.retry:
+                self.scheduler.settle()
+            return p
+        try:
+            return self._wait_next(poller, deadline, timeout)
+        finally:
+            with status.lock:
+                poller.readers -= 1
+
+    def _wait_next(self, poller: Poller, deadline: float | None, timeout: float | None) -> Packet | None:
+        """``next()`` once the queue was empty: pump delegated work or wait for a packet."""
+        status = self.status
+        while True:
+            p = self.try_next(poller)
+            if p is not None:
+                return p
+            with status.lock:
+                if poller.closed:
+                    return None
+                if status.cancelled:
+                    msg = "the graph was cancelled"
+                    raise GraphCancelled(msg)
+                if status.state < RUNNING:
+                    msg = "Poller.next() before Graph.start()"
+                    raise StateError(msg)
+            if self.pump.pump_step():
+                continue
+            with status.lock:
+                if poller._queue or poller.closed or status.error is not None:
+                    continue
+                if (self.pump.idle() and all(e.closed for e in self.closing.graph_inputs)
+                        and status.state != TERMINATED):
+                    msg_0 = f"Poller.next on `{poller.name}`"
+                    raise stall_error(msg_0, self.closing.nodes, self.blocking)
+                try:
+                    status.wait_change(deadline)
+                except Timeout:
+                    msg = f"Poller.next on `{poller.name}` timed out after {timeout} s"
+                    raise Timeout(msg) from None
