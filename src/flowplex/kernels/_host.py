@@ -72,7 +72,9 @@ class KernelHost:
     """One node's kernel instance, run one invocation at a time per context.
 
     ``run`` may be called from several threads at once (a node with ``max_in_flight > 1``):
-    each concurrent call gets a context of its own, reused afterwards.
+    each concurrent call gets a context of its own, reused afterwards. Each context has its own
+    ``NodeInfo``, so that counters, logs and ignored emits land in the right outcome (the
+    rate-limited warning about ignored emits therefore counts per context, on this host).
     """
 
     __slots__ = ("_free", "_inputs", "_outputs", "_side_packets", "kernel", "recipe")
