@@ -31,7 +31,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "executors": LEAVES,
     "spec": LEAVES,  # the specs and the plan: a leaf package, so config, kernels and graph can all read it
     "_events": LEAVES | {"packets"},
-    "kernels": LEAVES | {"packets", "spec"},
+    "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events"},

@@ -13,10 +13,11 @@ from contextlib import contextmanager
 from ..errors import UsageError
 from ..executors import DelegatingExecutor, InlineExecutor, ThreadPoolExecutor
 from ..executors._placement import ExecutorFactory, _default_factory
+from ._loopback import LoopbackExecutor as LoopbackExecutor
 
-__all__ = ["EXECUTOR_KINDS", "default_executor"]
+__all__ = ["EXECUTOR_KINDS", "LoopbackExecutor", "default_executor"]
 
-EXECUTOR_KINDS = ("inline", "threads", "delegating")
+EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback")
 """The kinds ``default_executor`` accepts by name."""
 
 
@@ -27,6 +28,8 @@ def _factory(kind: str) -> ExecutorFactory:
         return lambda name: ThreadPoolExecutor(name, 2)
     if kind == "delegating":
         return DelegatingExecutor
+    if kind == "loopback":
+        return LoopbackExecutor
     msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
     raise UsageError(msg)
 
