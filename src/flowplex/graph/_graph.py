@@ -23,6 +23,7 @@ from ._args import check_callback, check_count, check_flag, check_int, check_nam
 from ._build import build_engine
 from ._engine import DRAINING, INITIALIZED, RUNNING, TERMINATED, Engine, Submission
 from ._io import Input, Poller
+from ._snapshot import attach_tracer, take_snapshot
 
 if TYPE_CHECKING:
     import numpy as np
@@ -541,7 +542,8 @@ class Graph:
         return self._plan
 
     # -- diagnostics (issue 4) --
-    # Thin delegations to flowplex.diagnostics (imported lazily: `import flowplex` stays fast).
+    # Each takes one snapshot (take_snapshot: the engine's only diagnostics seam) and hands it to
+    # flowplex.diagnostics to format (imported lazily: `import flowplex` stays fast).
 
     if TYPE_CHECKING:
         from ..diagnostics._dot_view import DotView
@@ -556,13 +558,13 @@ class Graph:
         """
         from ..diagnostics._dot import to_dot
 
-        return to_dot(self, view)
+        return to_dot(take_snapshot(self._engine), self._plan, view, owner=self, counter_value=self.counter_value)
 
     def stats(self) -> GraphStats:
         """A frozen snapshot of every node, port, edge and executor counter (one lock pass)."""
-        from ..diagnostics._stats import collect
+        from ..diagnostics._stats import graph_stats
 
-        return collect(self)
+        return graph_stats(take_snapshot(self._engine), self._plan)
 
     def node_stats(self) -> list[NodeStats]:
         """Per-node stats snapshots in YAML order (``self.stats().nodes``)."""
@@ -573,9 +575,9 @@ class Graph:
 
         Forces stats ``full`` (tracing needs per-call timing); call it before ``start``.
         """
-        from ..diagnostics._trace import enable_tracing
+        from ..diagnostics._trace import Tracer
 
-        enable_tracing(self, capacity)
+        attach_tracer(self._engine, Tracer(capacity))
 
     def to_chrome_trace(self) -> str:
         """The traced invocations as Chrome/Perfetto Trace Event Format JSON text (lm-flow's type).
@@ -585,10 +587,10 @@ class Graph:
         """
         from ..diagnostics._trace import chrome_trace
 
-        return chrome_trace(self)
+        return chrome_trace(take_snapshot(self._engine))
 
     def dump(self) -> str:
         """lm-flow's text snapshot: header, node table, then port, edge and poller lines."""
-        from ..diagnostics._stats import collect, dump
+        from ..diagnostics._stats import dump, graph_stats
 
-        return dump(collect(self))
+        return dump(graph_stats(take_snapshot(self._engine), self._plan))
