@@ -4,7 +4,7 @@ The structure follows lm-flow's ``to_dot``: ``digraph lmflow``, left to right, n
 boxes labelled ``short-name\\n(kernel · Language)\\n@executor``, subgraph namespaces (``p/a``) as
 nested ``subgraph cluster_N`` boxes, graph inputs/outputs as ``cds`` port nodes, an executor
 legend, and for the live views a title with hot spots, node states, queue pressure and drops.
-Rendering is pure: one ``GraphStats`` snapshot in, text out (``render_svg`` runs Graphviz).
+Rendering is pure: one ``EngineSnapshot`` and the plan in, text out (``render_svg`` runs Graphviz).
 
 Differences from lm-flow are deliberate and listed in ``to_dot``'s docstring.
 """
@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
@@ -36,10 +36,10 @@ from ._dot_format import (
     truncate,
 )
 from ._dot_view import DotView
-from ._stats import ExecutorStats, GraphStats, NodeStats, collect
+from ._stats import ExecutorStats, GraphStats, NodeStats, graph_stats
 
 if TYPE_CHECKING:
-    from ..graph import Graph
+    from .._snapshot import EngineSnapshot
     from ..spec._plan import GraphPlan
     from ..spec._specs import NodeSpec
 
@@ -109,8 +109,12 @@ def parse_view(view: str | DotView) -> DotView:
         raise UsageError(msg) from None
 
 
-def to_dot(graph: Graph, view: str | DotView = DotView.TOPOLOGY) -> str:
-    """The DOT text of ``graph`` in ``view``; callable at any time, from any thread.
+def to_dot(snapshot: EngineSnapshot, plan: GraphPlan, view: str | DotView = DotView.TOPOLOGY, *, owner: object,
+           counter_value: Callable[[str], int]) -> str:
+    """The DOT text of the graph built from ``plan``, in ``view``, as ``snapshot`` shows it.
+
+    ``owner`` identifies the graph whose views keep their baselines (the ``Graph``), and
+    ``counter_value`` reads its named counters (the route nodes' ``route.*``).
 
     Differences from lm-flow: kernels show their class's ``language`` (``Python`` for
     flowplex's built-ins where lm-flow shows ``C++``); flowplex's default executor is shown as
@@ -122,19 +126,18 @@ def to_dot(graph: Graph, view: str | DotView = DotView.TOPOLOGY) -> str:
     ``error:`` line after a failure.
     """
     v = parse_view(view)
-    stats = collect(graph)
-    plan = graph.plan
+    stats = graph_stats(snapshot, plan)
     window: Window | None = None
     analysis: Analysis | None = None
     if v is not DotView.TOPOLOGY:
-        window = window_for(graph, v.value, stats)
+        window = window_for(owner, v.value, stats)
         policies: dict[str, str] = {n.name: n.input_policy.type for n in plan.spec.nodes}
         analysis = analyse(stats, window, policies)
-    routes = _route_counters(graph, plan)
+    routes = _route_counters(counter_value, plan)
     return "\n".join(_Renderer(plan, stats, v, window, analysis, routes).lines()) + "\n"
 
 
-def _route_counters(graph: Graph, plan: GraphPlan) -> dict[str, int]:
+def _route_counters(counter_value: Callable[[str], int], plan: GraphPlan) -> dict[str, int]:
     names: list[str] = []
     for spec in plan.spec.nodes:
         if spec.route is None:
@@ -142,7 +145,7 @@ def _route_counters(graph: Graph, plan: GraphPlan) -> dict[str, int]:
         names += [f"route.{spec.name}.dropped", f"route.{spec.name}.default_emitted"]
         for port in spec.output_ports:
             names += [f"route.{spec.name}.matched.{port.name}", f"route.{spec.name}.emitted.{port.name}"]
-    return {name: graph.counter_value(name) for name in names}
+    return {name: counter_value(name) for name in names}
 
 
 @dataclass(slots=True)

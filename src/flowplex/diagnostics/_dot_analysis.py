@@ -3,7 +3,7 @@
 Each view keeps a private baseline per graph (lm-flow's interval semantics): the first export
 after ``start`` reports the window since start, later exports the delta since the previous
 export of the *same* view; a new run (``start`` after ``reset``) clears the baselines.
-Baselines live in a weak map keyed by the engine, so they vanish with the graph.
+Baselines live in a weak map keyed by the graph, so they vanish with it.
 """
 
 from __future__ import annotations

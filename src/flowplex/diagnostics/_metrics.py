@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
 from .._state import GraphState
-from ._stats import GraphStats, collect
+from ._stats import GraphStats
 
 if TYPE_CHECKING:
     import threading
@@ -46,7 +46,7 @@ class GraphCollector:
         """Build every family from a fresh snapshot (called by the registry on each scrape)."""
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 
-        s: GraphStats = collect(self._graph)
+        s: GraphStats = self._graph.stats()
         node_labels = ["node", "kernel"]
 
         def counter(name: str, doc: str) -> CounterMetricFamily:

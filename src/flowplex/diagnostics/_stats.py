@@ -1,17 +1,14 @@
 """Frozen snapshots of a graph's counters: ``NodeStats``, ``PortStats``, ``EdgeStats``, ``GraphStats``.
 
-``collect(graph)`` copies every counter under the engine lock in one pass (one timestamp per
-snapshot) and does all arithmetic after releasing it. The stats level decides what is reported,
-not what the engine counts: under ``off`` the throughput counters, peaks and timings read 0
-(lm-flow's rule), under ``basic`` the timings read 0 and the percentiles ``None``.
-
-Fields of the engine that a newer engine may lack are read with defaults, so a snapshot never
-breaks while the runtime grows.
+``graph_stats(snapshot, plan)`` turns one ``EngineSnapshot`` (taken by the graph layer in one
+lock pass, one timestamp) into ``GraphStats``: plain arithmetic on copied values, touching no
+engine object. The stats level decides what is reported, not what the engine counts: under
+``off`` the throughput counters, peaks and timings read 0 (lm-flow's rule), under ``basic`` the
+timings read 0 and the percentiles ``None``.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -20,9 +17,8 @@ from .._suggest import did_you_mean
 from .._timestamps import ts_name
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-    from ..graph._engine import Engine
-    from ..graph._nodes import Edge, InPort, Node
+    from .._snapshot import EngineSnapshot, NodeSnapshot
+    from ..spec._plan import GraphPlan
 
 __all__ = [
     "NODE_STATES",
@@ -32,8 +28,8 @@ __all__ = [
     "NodeStats",
     "PollerStats",
     "PortStats",
-    "collect",
     "dump",
+    "graph_stats",
     "percentile_us",
 ]
 
@@ -289,176 +285,114 @@ def percentile_us(hist: tuple[int, ...] | list[int], q: float) -> int | None:
     return 1 << (len(hist) - 1)
 
 
-# -- collection ----------------------------------------------------------------------------------
+# -- from a snapshot -----------------------------------------------------------------------------
 
-@dataclass(slots=True)
-class _RawNode:
-    """Counters copied under the lock (plain values only)."""
+def graph_stats(snapshot: EngineSnapshot, plan: GraphPlan) -> GraphStats:
+    """The ``GraphStats`` of ``snapshot``, with the stats level applied; pure.
 
-    node: Node
-    closed: bool
-    close_started: bool
-    opened: bool
-    waiting: bool
-    in_flight: int
-    processed: int
-    errors: int
-    packets_in: int
-    packets_out: int
-    total_ns: int
-    max_ns: int
-    hist: tuple[int, ...]
-    running_since: int
-    blocked: bool
-    blocked_since: float
-    block_events: int
-    copies: int
-    ignored_emits: int
-    ports: tuple[tuple[InPort, int, int, bool, int], ...]
-    """``(port, queued, peak, closed, edge dropped)``."""
-
-
-def _raw_node(node: Node) -> _RawNode:
-    ports = tuple(
-        (p, len(p.queue), p.peak, p.closed, p.edge.dropped if p.edge is not None else 0) for p in node.inputs
-    )
-    return _RawNode(
-        node=node, closed=node.closed, close_started=node.close_started, opened=node.opened,
-        waiting=node.waiting, in_flight=node.in_flight, processed=node.processed, errors=node.errors,
-        packets_in=node.packets_in, packets_out=node.packets_out, total_ns=node.total_ns, max_ns=node.max_ns,
-        hist=tuple(node.hist), running_since=node.running_since,
-        blocked=bool(getattr(node, "blocked", False)), blocked_since=float(getattr(node, "blocked_since", 0.0)),
-        block_events=int(getattr(node, "block_events", 0)), copies=int(getattr(node, "copies", 0)),
-        ignored_emits=node.info.ignored_emits, ports=ports,
-    )
-
-
-def _raw_edge(edge: Edge) -> tuple[Edge, int, bool, int, tuple[PollerStats, ...]]:
-    pollers = tuple(
-        PollerStats(
-            port=p.name, queued=len(p), capacity=int(getattr(p, "capacity", 0)),
-            overflow=str(getattr(p, "overflow", "block")), dropped=int(getattr(p, "dropped", 0)),
-            closed=bool(p.closed),
-        )
-        for p in edge.pollers
-    )
-    return edge, edge.dropped, edge.closed, edge.last_sent, pollers
-
-
-def collect(graph: Graph) -> GraphStats:
-    """Take a ``GraphStats`` snapshot of ``graph``; safe from any thread, at any time.
-
-    Holds the engine lock only to copy counters (no formatting, no user code).
+    ``plan`` supplies what the engine does not hold: which edges are graph outputs, and the
+    executors' affinity and priority.
     """
-    engine: Engine = graph._engine
-    status, budget = engine.status, engine.budget
-    with status.lock:
-        now_ns = time.perf_counter_ns()
-        now_mono = time.monotonic()
-        state = status.state
-        level = engine.stats_level
-        error_text = status.error_text
-        error = status.error
-        failed_node = error.node if error is not None else None
-        cancelled = status.cancelled
-        nodes = [_raw_node(n) for n in engine.nodes]
-        edges = [_raw_edge(e) for e in engine.edges.values()]
-        limit = budget.limit_packets
-        counted, counted_bytes, bytes_limit = budget.queued, budget.queued_bytes, budget.limit_bytes
-        started_ns = status.started_ns
-        executor_tasks = [ex.stats() for ex in engine.executors]
-    outputs = set(graph.plan.graph_outputs)
-    node_stats = tuple(
-        _node_stats(raw, state, level, failed_node, now_ns, now_mono) for raw in nodes
-    )
+    level = snapshot.stats_level
+    edge_dropped = {e.name: e.dropped for e in snapshot.edges}
+    node_stats = tuple(_node_stats(n, snapshot, edge_dropped) for n in snapshot.nodes)
+    outputs = set(plan.graph_outputs)
+    queued_by_edge: dict[str, int] = {}
+    for n in snapshot.nodes:
+        for p in n.ports:
+            if p.edge is not None:
+                queued_by_edge[p.edge] = queued_by_edge.get(p.edge, 0) + p.queued
     edge_stats = tuple(
         EdgeStats(
-            name=edge.name,
-            producer=edge.producer.name if edge.producer is not None else None,
-            consumers=tuple((p.node.name, p.name) for p in edge.consumers),
-            queued=sum(q for raw in nodes for (p, q, _, _, _) in raw.ports if p.edge is edge),
-            dropped=dropped, closed=closed, is_graph_input=edge.is_graph_input,
-            is_graph_output=edge.name in outputs, last_sent=ts_name(last_sent), pollers=pollers,
+            name=e.name, producer=e.producer, consumers=e.consumers, queued=queued_by_edge.get(e.name, 0),
+            dropped=e.dropped, closed=e.closed, is_graph_input=e.is_graph_input, is_graph_output=e.name in outputs,
+            last_sent=ts_name(e.last_sent),
+            pollers=tuple(
+                PollerStats(port=p.port, queued=p.queued, capacity=p.capacity, overflow=p.overflow,
+                            dropped=p.dropped, closed=p.closed)
+                for p in e.pollers
+            ),
         )
-        for edge, dropped, closed, last_sent, pollers in edges
+        for e in snapshot.edges
     )
     executor_stats = []
-    for i, ex in enumerate(engine.executors):
-        spec = graph.plan.executors[i] if i < len(graph.plan.executors) else None
-        tasks = executor_tasks[i]
+    for i, ex in enumerate(snapshot.executors):
+        spec = plan.executors[i] if i < len(plan.executors) else None
         running = sum(1 for n in node_stats if n.executor == ex.name and n.running)
         executor_stats.append(ExecutorStats(
-            name=ex.name, kind=tasks.kind, threads=tasks.threads,
+            name=ex.name, kind=ex.kind, threads=ex.threads,
             affinity=spec.affinity if spec is not None else (), priority=spec.priority if spec is not None else 0,
-            queued=tasks.queued, running=running, capacity=tasks.capacity,
+            queued=ex.queued, running=running, capacity=ex.capacity,
         ))
     return GraphStats(
-        state=GraphState(state).name, stats_level=level, taken_ns=now_ns, started_ns=started_ns,
+        state=snapshot.state.name, stats_level=level, taken_ns=snapshot.taken_ns, started_ns=snapshot.started_ns,
         nodes=node_stats, edges=edge_stats, executors=tuple(executor_stats),
-        queued=sum(n.queued for n in node_stats), queue_limit=limit, counted=counted,
-        counted_bytes=counted_bytes if bytes_limit else 0, queue_bytes_limit=bytes_limit,
-        error=error_text, cancelled=cancelled,
+        queued=sum(n.queued for n in node_stats), queue_limit=snapshot.limit_packets, counted=snapshot.queued,
+        counted_bytes=snapshot.queued_bytes if snapshot.limit_bytes else 0, queue_bytes_limit=snapshot.limit_bytes,
+        error=snapshot.error, cancelled=snapshot.cancelled,
     )
 
 
-def _node_state(raw: _RawNode, graph_state: int, failed_node: str | None) -> str:
-    node = raw.node
-    if node.name == failed_node or (raw.errors and not node.on_error_skip):
+def _node_state(n: NodeSnapshot, snapshot: EngineSnapshot) -> str:
+    if n.name == snapshot.error_node or (n.errors and not n.on_error_skip):
         return "ERROR"
-    if graph_state < GraphState.RUNNING:  # not started (or reset)
+    if snapshot.state < GraphState.RUNNING:  # not started (or reset)
         return "CREATED"
-    if raw.closed:
+    if n.closed:
         return "CLOSED"
-    if raw.in_flight or (raw.close_started and not raw.closed):
+    if n.in_flight or (n.close_started and not n.closed):
         return "RUNNING"
-    if raw.waiting:
+    if n.waiting:
         return "WAITING_SOURCE"
     return "IDLE"
 
 
-def _node_stats(raw: _RawNode, graph_state: int, level: str, failed_node: str | None, now_ns: int,
-                now_mono: float) -> NodeStats:
-    node = raw.node
+def _node_stats(n: NodeSnapshot, snapshot: EngineSnapshot, edge_dropped: dict[str, int]) -> NodeStats:
+    level = snapshot.stats_level
     counting = level != "off"
     full = level == "full"
-    state = _node_state(raw, graph_state, failed_node)
+    state = _node_state(n, snapshot)
     ports = tuple(
         PortStats(
-            name=p.name, queued=queued, capacity=p.capacity, fixed=p.fixed, peak=peak if counting else 0,
-            closed=closed, back_edge=p.is_back, dropped=dropped if p.fixed else 0,
+            name=p.name, queued=p.queued, capacity=p.capacity, fixed=p.fixed, peak=p.peak if counting else 0,
+            closed=p.closed, back_edge=p.is_back,
+            dropped=edge_dropped.get(p.edge, 0) if p.fixed and p.edge is not None else 0,
         )
-        for p, queued, peak, closed, dropped in raw.ports
+        for p in n.ports
     )
-    hist = raw.hist if full else ()
+    hist = n.hist if full else ()
     running = state == "RUNNING"
-    running_for_us = (now_ns - raw.running_since) // 1000 if full and running and raw.running_since else 0
+    running_for_us = (snapshot.taken_ns - n.running_since_ns) // 1000 if full and running and n.running_since_ns else 0
+    blocked_for_us = 0
+    if n.blocked and n.blocked_since_s:
+        blocked_for_us = int((snapshot.taken_monotonic_s - n.blocked_since_s) * 1e6)
     return NodeStats(
-        node_name=node.name,
-        kernel_name=node.spec.kernel,
-        language=str(getattr(node.kernel, "language", "Python")),
-        executor=node.executor.name,
+        node_name=n.name,
+        kernel_name=n.kernel,
+        language=n.language,
+        executor=n.executor,
         state=state,
         running=running,
         running_for_us=max(0, running_for_us),
-        in_flight=raw.in_flight,
-        processed=raw.processed if counting else 0,
-        errors=raw.errors,
-        total_process_us=raw.total_ns // 1000 if full else 0,
-        max_process_us=raw.max_ns // 1000 if full else 0,
-        packets_in=raw.packets_in if counting else 0,
-        packets_out=raw.packets_out if counting else 0,
+        in_flight=n.in_flight,
+        processed=n.processed if counting else 0,
+        errors=n.errors,
+        total_process_us=n.total_ns // 1000 if full else 0,
+        max_process_us=n.max_ns // 1000 if full else 0,
+        packets_in=n.packets_in if counting else 0,
+        packets_out=n.packets_out if counting else 0,
         peak_queue_depth=max((p.peak for p in ports), default=0),
         queued=sum(p.queued for p in ports),
         p50_us=percentile_us(hist, 0.50) if full else None,
         p95_us=percentile_us(hist, 0.95) if full else None,
         p99_us=percentile_us(hist, 0.99) if full else None,
         latency_hist=hist,
-        blocked=raw.blocked,
-        blocked_for_us=int((now_mono - raw.blocked_since) * 1e6) if raw.blocked and raw.blocked_since else 0,
-        block_events=raw.block_events,
-        copies=raw.copies if full else 0,
-        ignored_emits=raw.ignored_emits,
-        is_source=node.is_source,
+        blocked=n.blocked,
+        blocked_for_us=blocked_for_us,
+        block_events=n.block_events,
+        copies=n.copies if full else 0,
+        ignored_emits=n.ignored_emits,
+        is_source=n.is_source,
         ports=ports,
     )
 

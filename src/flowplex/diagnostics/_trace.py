@@ -20,13 +20,12 @@ from .._timestamps import ts_name
 from ..errors import UsageError
 
 if TYPE_CHECKING:
-    from ..graph import Graph
-    from ..graph._engine import Engine
+    from .._snapshot import EngineSnapshot
 
-__all__ = ["DEFAULT_TRACE_CAPACITY", "Tracer", "chrome_trace", "enable_tracing"]
+__all__ = ["DEFAULT_TRACE_CAPACITY", "Tracer", "chrome_trace"]
 
 DEFAULT_TRACE_CAPACITY: Final = 65_536
-"""Events kept by ``enable_tracing()``: about 10 MB of JSON; raise it for long runs."""
+"""Events kept by ``Graph.enable_tracing()``: about 10 MB of JSON; raise it for long runs."""
 
 _Event = tuple[str, str, int, int, int, int]
 """``(node, callback, packet ts, start_ns, duration_ns, tid)``."""
@@ -74,29 +73,16 @@ class Tracer:
             return sorted(self._threads.values())
 
 
-def enable_tracing(graph: Graph, capacity: int = DEFAULT_TRACE_CAPACITY) -> Tracer:
-    """Attach a ``Tracer`` to ``graph`` (replacing an earlier one) and return it.
+def chrome_trace(snapshot: EngineSnapshot) -> str:
+    """The Trace Event Format JSON of the invocations traced so far by ``snapshot``'s tracer.
 
-    Tracing needs per-call timing, so like lm-flow's ``trace_capacity`` it forces stats ``full``.
-    Call it before ``start`` to see every invocation; later calls trace from then on.
-    """
-    tracer = Tracer(capacity)
-    engine: Engine = graph._engine
-    engine.set_tracer(tracer)
-    return tracer
-
-
-def chrome_trace(graph: Graph) -> str:
-    """The Trace Event Format JSON of the invocations traced so far.
-
-    Without tracing (no ``enable_tracing`` and no ``trace_capacity``) this is an empty but
+    Without tracing (no ``Graph.enable_tracing`` and no ``trace_capacity``) this is an empty but
     valid trace, as in lm-flow. Events are sorted by start time; metadata events come first.
     """
-    engine: Engine = graph._engine
-    tracer = engine.scheduler.tracer
+    tracer = snapshot.tracer
     if not isinstance(tracer, Tracer):
         return json.dumps({"traceEvents": [], "displayTimeUnit": "ms"})
-    kernels = {n.name: n.spec.kernel for n in engine.nodes}
+    kernels = {n.name: n.kernel for n in snapshot.nodes}
     events: list[dict[str, object]] = [
         {"name": "process_name", "ph": "M", "pid": 1, "args": {"name": "flowplex graph"}},
     ]

@@ -42,6 +42,7 @@ from ._io import Poller
 from ._loop import Scheduler, Tracer
 from ._pump import Pump
 from ._seam import recipe_of
+from ._snapshot import take_snapshot
 from ._sources import Sources
 from ._status import CREATED as CREATED
 from ._status import DRAINING as DRAINING
@@ -53,6 +54,7 @@ from ._status import Status
 from ._waiting import Waits
 
 if TYPE_CHECKING:
+    from .._snapshot import EngineSnapshot
     from ..executors import Executor
     from ..executors._protocol import KernelHostExecutor
     from ..packets import Packet
@@ -275,9 +277,6 @@ class Engine:
         """Install the host's wake-up callback (None removes it)."""
         self.status.wakeup = fn
 
-    # -- transitional read-only views (diagnostics) ---------------------------------------------
-
-    @property
-    def state(self) -> int:
-        """The lifecycle state (an int of ``GraphState``)."""
-        return self.status.state
+    def snapshot(self) -> EngineSnapshot:
+        """One consistent copy of the engine's state, for diagnostics to format (any thread)."""
+        return take_snapshot(self)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
+from ..kernels._host import describe_failure as _describe
 from ..packets import type_name
 
 if TYPE_CHECKING:
@@ -40,14 +41,6 @@ def _buffer_bytes(packets: tuple[Packet, ...] | list[Packet]) -> int:
 def _is_power_of_two(n: int) -> bool:
     """Rate-limits repeated warnings: log the 1st, 2nd, 4th, 8th, ... occurrence."""
     return n > 0 and n & (n - 1) == 0
-
-
-def _describe(exc: BaseException, ctx: Context) -> str:
-    """``Type: message`` of a kernel failure (the context's error text when the message is empty)."""
-    text = str(exc)
-    if not text and ctx._error_text:
-        text = ctx._error_text
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def input_type_error(node: Node, ctx: Context) -> str:

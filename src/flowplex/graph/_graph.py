@@ -393,7 +393,8 @@ class Graph:
         return self._plan
 
     # -- diagnostics (issue 4) --
-    # Thin delegations to flowplex.diagnostics (imported lazily: `import flowplex` stays fast).
+    # Each takes one snapshot (``Engine.snapshot``: the engine's only diagnostics seam) and hands it to
+    # flowplex.diagnostics to format (imported lazily: `import flowplex` stays fast).
 
     if TYPE_CHECKING:
         from ..diagnostics._dot_view import DotView
@@ -408,13 +409,13 @@ class Graph:
         """
         from ..diagnostics._dot import to_dot
 
-        return to_dot(self, view)
+        return to_dot(self._engine.snapshot(), self._plan, view, owner=self, counter_value=self.counter_value)
 
     def stats(self) -> GraphStats:
         """A frozen snapshot of every node, port, edge and executor counter (one lock pass)."""
-        from ..diagnostics._stats import collect
+        from ..diagnostics._stats import graph_stats
 
-        return collect(self)
+        return graph_stats(self._engine.snapshot(), self._plan)
 
     def node_stats(self) -> list[NodeStats]:
         """Per-node stats snapshots in YAML order (``self.stats().nodes``)."""
@@ -425,9 +426,9 @@ class Graph:
 
         Forces stats ``full`` (tracing needs per-call timing); call it before ``start``.
         """
-        from ..diagnostics._trace import enable_tracing
+        from ..diagnostics._trace import Tracer
 
-        enable_tracing(self, capacity)
+        self._engine.set_tracer(Tracer(capacity))
 
     def to_chrome_trace(self) -> str:
         """The traced invocations as Chrome/Perfetto Trace Event Format JSON text (lm-flow's type).
@@ -437,10 +438,10 @@ class Graph:
         """
         from ..diagnostics._trace import chrome_trace
 
-        return chrome_trace(self)
+        return chrome_trace(self._engine.snapshot())
 
     def dump(self) -> str:
         """lm-flow's text snapshot: header, node table, then port, edge and poller lines."""
-        from ..diagnostics._stats import collect, dump
+        from ..diagnostics._stats import dump, graph_stats
 
-        return dump(collect(self))
+        return dump(graph_stats(self._engine.snapshot(), self._plan))
