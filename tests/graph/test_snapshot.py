@@ -1,4 +1,4 @@
-"""``take_snapshot``: the engine's state in one lock pass, on real running graphs."""
+"""``Engine.snapshot``: the engine's state in one lock pass, on real running graphs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import pytest
 import flowplex
 from flowplex._snapshot import EngineSnapshot, NodeSnapshot
 from flowplex.diagnostics import Tracer
-from flowplex.graph._snapshot import take_snapshot
 
 RELEASE = threading.Event()
 
@@ -52,7 +51,7 @@ def _release() -> Iterator[None]:
 
 
 def snap(g: flowplex.Graph) -> EngineSnapshot:
-    return take_snapshot(g._engine)
+    return g._engine.snapshot()
 
 
 def node(s: EngineSnapshot, name: str) -> NodeSnapshot:

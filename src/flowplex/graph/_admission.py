@@ -84,6 +84,13 @@ class Admission:
                 since = time.monotonic()
             self._wait_for_room(edge, deadline, since)
 
+    def close_input(self, edge: Edge) -> None:
+        """Close one graph input port (idempotent); downstream nodes close once they drain."""
+        with self.status.lock:
+            self.scheduler.closing.close_input(edge)
+            subs, calls = self.scheduler.take_work()
+        self.scheduler.dispatch(subs, calls)
+
     def run_work(self, work: Work) -> None:
         """Run what ``accept`` claimed (inline work runs on this thread)."""
         subs, calls = work  # unpacked, not `*work`: compiled, a star call is a generic call

@@ -266,17 +266,11 @@ class Engine:
             subs, calls = self.scheduler.take_work()
         self.scheduler.dispatch(subs, calls)
 
-    def close_graph_input(self, edge: Edge) -> None:
-        """Close one graph input port (idempotent)."""
-        with self.status.lock:
-            self.closing.close_input(edge)
-            subs, calls = self.scheduler.take_work()
-        self.scheduler.dispatch(subs, calls)
-
     def set_wakeup(self, fn: Callable[[], None] | None) -> None:
         """Install the host's wake-up callback (None removes it)."""
         self.status.wakeup = fn
 
     def snapshot(self) -> EngineSnapshot:
         """One consistent copy of the engine's state, for diagnostics to format (any thread)."""
-        return take_snapshot(self)
+        return take_snapshot(self.status, self.budget, self.scheduler, self.stats_level, self.nodes,
+                             list(self.edges.values()), self.executors)

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
-from ..kernels._host import describe_failure as _describe
 from ..packets import type_name
 
 if TYPE_CHECKING:

@@ -70,7 +70,7 @@ class Graph:
         if plan.spec.trace_capacity > 0:
             self.enable_tracing(plan.spec.trace_capacity)
         self._side_packets: dict[str, Packet] = {}
-        self._inputs = {name: Input(self._engine, self._engine.edges[name]) for name in plan.graph_inputs}
+        self._inputs = {name: Input(self._engine.admission, self._engine.edges[name]) for name in plan.graph_inputs}
         self._pollers: list[Poller] = []
         self._closed = False
         self._driver: AsyncDriver | None = None
@@ -370,8 +370,8 @@ class Graph:
         if edge is None:
             msg = f"no edge named `{port}`"
             raise UnknownPortError(msg)
-        with self._engine.status.lock:
-            return sum(p.overwritten for p in edge.consumers if p.is_back)
+        return sum(p.overwritten for n in self._engine.snapshot().nodes for p in n.ports
+                   if p.is_back and p.edge == port)
 
     def _counter_add(self, name: str, delta: int) -> None:
         with self._counters_lock:

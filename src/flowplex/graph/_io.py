@@ -16,7 +16,6 @@ from ._engine_common import _buffer_bytes
 if TYPE_CHECKING:
     from ._admission import Admission
     from ._budget import Budget
-    from ._engine import Engine
     from ._nodes import Edge
     from ._waiting import Waits
 
@@ -32,11 +31,10 @@ class Input:
     Get one with ``Graph.input(name)``; it stays valid for the graph's lifetime.
     """
 
-    __slots__ = ("_admission", "_edge", "_engine")
+    __slots__ = ("_admission", "_edge")
 
-    def __init__(self, engine: Engine, edge: Edge) -> None:
-        self._engine = engine
-        self._admission: Admission = engine.admission
+    def __init__(self, admission: Admission, edge: Edge) -> None:
+        self._admission = admission
         self._edge = edge
 
     @property
@@ -84,7 +82,7 @@ class Input:
 
     def close(self) -> None:
         """No more packets on this port; downstream nodes close once they drain."""
-        self._engine.close_graph_input(self._edge)
+        self._admission.close_input(self._edge)
 
 
 @final

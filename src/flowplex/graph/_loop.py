@@ -26,8 +26,9 @@ from typing import TYPE_CHECKING
 
 from .._timestamps import TS_MAX, TS_MIN, next_allowed
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
+from ..kernels._host import describe_failure as _describe
 from ..packets import _thread_cow_counts
-from ._engine_common import _BUFFER, _describe, _is_power_of_two, _output_type_error, input_type_error
+from ._engine_common import _BUFFER, _is_power_of_two, _output_type_error, input_type_error
 from ._nodes import takes_at_once
 from ._seam import apply_outcome, invocation_of
 from ._status import CREATED, INITIALIZED

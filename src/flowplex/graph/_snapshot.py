@@ -24,26 +24,28 @@ from .._snapshot import (
 from .._state import GraphState
 
 if TYPE_CHECKING:
-    from ._engine import Engine
+    from ..executors import Executor
+    from ._budget import Budget
     from ._io import Poller
+    from ._loop import Scheduler
     from ._nodes import Edge, InPort, Node
+    from ._status import Status
 
 __all__ = ["take_snapshot"]
 
 
-def take_snapshot(engine: Engine) -> EngineSnapshot:
+def take_snapshot(status: Status, budget: Budget, scheduler: Scheduler, stats_level: str, nodes: list[Node],
+                  edges: list[Edge], executors: list[Executor]) -> EngineSnapshot:
     """Copy the engine's state in one pass under its lock; safe from any thread, at any time.
 
     The lock is held only to copy plain values (no formatting, no user code), so a snapshot
     is consistent: one instant for every counter, queue and flag. Blocks only while another
     thread holds the engine lock.
     """
-    status, budget, scheduler = engine.status, engine.budget, engine.scheduler
     with status.lock:
         taken_ns = time.perf_counter_ns()
         taken_monotonic_s = time.monotonic()
         state = status.state
-        stats_level = engine.stats_level
         error_text = status.error_text
         error = status.error
         cancelled = status.cancelled
@@ -53,9 +55,9 @@ def take_snapshot(engine: Engine) -> EngineSnapshot:
         limit_packets, limit_bytes, soft_limit = budget.limit_packets, budget.limit_bytes, budget.soft_limit
         busy = status.busy
         tracer: TracerHook | None = scheduler.tracer
-        nodes = tuple(_node(n) for n in engine.nodes)
-        edges = tuple(_edge(e) for e in engine.edges.values())
-        tasks = [(ex.name, ex.stats()) for ex in engine.executors]
+        node_snaps = tuple(_node(n) for n in nodes)
+        edge_snaps = tuple(_edge(e) for e in edges)
+        tasks = [(ex.name, ex.stats()) for ex in executors]
     return EngineSnapshot(
         state=GraphState(state), stats_level=stats_level, error=error_text,
         error_node=error.node if error is not None else None,
@@ -64,7 +66,7 @@ def take_snapshot(engine: Engine) -> EngineSnapshot:
         cancelled=cancelled, paused=paused, started_ns=started_ns, taken_ns=taken_ns,
         taken_monotonic_s=taken_monotonic_s, queued=queued, queued_bytes=queued_bytes,
         limit_packets=limit_packets, limit_bytes=limit_bytes, soft_limit=soft_limit, busy=busy,
-        nodes=nodes, edges=edges,
+        nodes=node_snaps, edges=edge_snaps,
         executors=tuple(
             ExecutorSnapshot(name=name, kind=t.kind, threads=t.threads, queued=t.queued, running=t.running,
                              capacity=t.capacity)

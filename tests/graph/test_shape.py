@@ -1,0 +1,102 @@
+"""The engine's shape, checked against its sources: small parts that call one way.
+
+Issue 13's limits: no engine class over 25 methods or 600 lines, no function over 80 lines, no
+``NotImplementedError`` stubs, and the parts of ``flowplex.graph`` import each other in one
+direction only (``PARTS``, lowest first). Read with ``ast``: a lazy import counts too.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+import flowplex.graph
+
+GRAPH = Path(flowplex.graph.__file__).parent
+
+PARTS = (
+    "_args", "_nodes", "_timers", "_engine_common", "_status", "_budget", "_blocking", "_claims", "_delivery",
+    "_closing", "_sources", "_seam", "_loop", "_pump", "_stalls", "_admission", "_waiting", "_io", "_snapshot",
+    "_engine", "_build", "_async", "_graph", "__init__",
+)
+"""Every module of ``flowplex.graph``, lowest first: a module imports only modules before it."""
+
+TYPE_ONLY_UPWARD = {("_nodes", "_io"), ("_loop", "_io"), ("_waiting", "_io"), ("_async", "_graph")}
+"""Type hints that name a higher module (never imported at run time): ``Poller`` is both a queue
+the data path fills and the host's endpoint, and the asyncio driver is handed its ``Graph``."""
+
+FACADES = {"Graph"}
+"""Public classes whose size is lm-flow's API, not engine logic (they only delegate)."""
+
+
+def _tree(name: str) -> ast.Module:
+    return ast.parse((GRAPH / f"{name}.py").read_text())
+
+
+def _imports(tree: ast.Module) -> list[tuple[str, bool, int]]:
+    """``(module, type_only, line)`` of each relative import inside the package."""
+    found: list[tuple[str, bool, int]] = []
+    todo: list[tuple[ast.AST, bool]] = [(tree, False)]
+    while todo:
+        node, guarded = todo.pop()
+        if isinstance(node, ast.ImportFrom) and node.level == 1:
+            if node.module:
+                found.append((node.module, guarded, node.lineno))
+            else:
+                found += [(alias.name, guarded, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            todo += [(stmt, True) for stmt in node.body] + [(stmt, guarded) for stmt in node.orelse]
+            continue
+        todo += [(child, guarded) for child in ast.iter_child_nodes(node)]
+    return found
+
+
+def test_every_module_has_a_place_in_the_order() -> None:
+    on_disk = {p.stem for p in GRAPH.glob("*.py")}
+    assert on_disk == set(PARTS), f"add to PARTS: {sorted(on_disk - set(PARTS))}; gone: {sorted(set(PARTS) - on_disk)}"
+
+
+@pytest.mark.parametrize("name", PARTS)
+def test_a_part_imports_only_parts_below_it(name: str) -> None:
+    rank = PARTS.index(name)
+    wrong = [
+        f"{name}.py:{line} imports {module}{' (type only)' if type_only else ''}"
+        for module, type_only, line in _imports(_tree(name))
+        if PARTS.index(module) >= rank and not (type_only and (name, module) in TYPE_ONLY_UPWARD)
+    ]
+    assert not wrong, wrong
+
+
+@pytest.mark.parametrize("name", PARTS)
+def test_classes_and_functions_stay_small(name: str) -> None:
+    tree = _tree(name)
+    too_big: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef) and node.name not in FACADES:
+            methods = [n for n in node.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if len(methods) > 25 or lines > 600:
+                too_big.append(f"class {node.name}: {len(methods)} methods, {lines} lines")
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            lines = (node.end_lineno or node.lineno) - node.lineno + 1
+            if lines > 80:
+                too_big.append(f"def {node.name}: {lines} lines")
+    assert not too_big, too_big
+
+
+@pytest.mark.parametrize("name", PARTS)
+def test_no_stubs_and_no_executor_kind_tests(name: str) -> None:
+    source = (GRAPH / f"{name}.py").read_text()
+    assert "NotImplementedError" not in source
+    # The engine reads what the Executor protocol declares, never an executor's kind or class.
+    for needle in ('.kind ==', '.kind !=', 'isinstance(ex', 'InlineExecutor)', 'DelegatingExecutor)'):
+        assert needle not in source, f"{name}.py tests an executor's kind or type: {needle!r}"
+
+
+def test_the_facade_holds_no_engine_state() -> None:
+    # Graph keeps its plan, counters, handles and pollers; every lock and queue is the engine's.
+    source = (GRAPH / "_graph.py").read_text()
+    for needle in ("status.lock", ".queue", "busy", "force_close", "take_held", "record_error"):
+        assert needle not in source, needle
