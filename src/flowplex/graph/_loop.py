@@ -393,7 +393,10 @@ class Scheduler:
             wake = self.status.wakeup
             if wake is not None:
                 wake()
-            subs = self.claims.take()
+            claims = self.claims
+            subs = claims.out  # ``claims.take()``, inline: this runs once per hop
+            if subs:
+                claims.out = []
             if nxt is None:
                 follow = self._hop_follow(executor, backlog, subs)
                 if follow is None:
@@ -464,28 +467,24 @@ class Scheduler:
                         if len(q) > port.peak:
                             budget.new_peak(edge, port)
                         self.claims.schedule(consumer)
-            self._hop_reclaim(node)
+            # Claim the node again if input waits (a join: only a non-empty queue can make
+            # it ready again), close it if it may.
+            own = node.fast1
+            if own is not None:
+                if own.queue:
+                    self.claims.schedule(node)
+            else:
+                for fwd in node.fwd:
+                    if fwd.queue:
+                        self.claims.schedule(node)
+                        break
+            if node.closable:
+                self.closing.try_close(node)
             if status.waiters:
                 status.changed.notify_all()
         finally:
             lock.release()
         return nxt
-
-    def _hop_reclaim(self, node: Node) -> None:
-        """After a hop: claim the node again if input waits, close it if it may; lock held."""
-        own = node.fast1
-        if own is not None:
-            if own.queue:
-                self.claims.schedule(node)
-        else:
-            # Several inputs (a join): an invocation needs a queued packet, so only a
-            # non-empty queue can make this node ready again.
-            for fwd in node.fwd:
-                if fwd.queue:
-                    self.claims.schedule(node)
-                    break
-        if node.closable:
-            self.closing.try_close(node)
 
     def _hop_follow(self, executor: object, backlog: Sized | None, subs: list[Submission]) -> Context | None:
         """After a hop with no hand-over: the one claimed invocation to run in this loop, if it

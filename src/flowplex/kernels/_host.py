@@ -282,6 +282,14 @@ class KernelHosts:
             old.set_side_packets(recipe.side_packets)
         self._hosts = hosts
 
+    def clear(self) -> None:
+        """Drop every host, letting go of their side packets at once (reference cycles
+        between a host and its contexts would otherwise keep them until a garbage collection)."""
+        for host in self._hosts.values():
+            host.set_side_packets({})
+            host.recipe.side_packets.clear()  # the recipe's own copy of the handles
+        self._hosts = {}
+
     def __getitem__(self, index: int) -> KernelHost:
         return self._hosts[index]
 

@@ -144,5 +144,8 @@ class LoopbackExecutor:
         self._inline.start()
 
     def shutdown(self) -> None:
-        """Stop the background thread; the hosted kernels stay (a restart reuses them)."""
+        """Stop the background thread and drop the hosted kernels with their side packets
+        (``Graph.close``: a graph never starts again after it; a restart after ``reset`` does
+        not shut the executor down, and reuses them)."""
         self._inline.shutdown()
+        self._hosts.clear()
