@@ -247,7 +247,7 @@ def takes_at_once(node: Node, port: InPort) -> bool:
 
     True when ``port`` is the node's only input under the claim fast path (``fast1``), its
     queue is empty and the node is idle and claimable: the engine then hands the packet to the
-    node directly instead of queueing it (``Engine._hand_over``), the graph not being halted.
+    node directly instead of queueing it (``Claims.hand_over``), the graph not being halted.
     """
     return (node.fast1 is port and not port.queue and not node.in_flight and node.claimable
             and not node.blocked)
