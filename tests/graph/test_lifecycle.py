@@ -509,3 +509,22 @@ def test_a_pool_with_zero_threads_gets_one() -> None:
         g.close_all_inputs()
         assert [p.as_int() for p in out] == [42]
         g.wait_done(timeout=10)
+
+
+def test_a_reader_sees_the_end_of_the_stream_after_cancel_on_every_executor(make_graph: Callable[[str], flowplex.Graph]) -> None:
+    # Better than "GraphCancelled if the closes did not run yet": after a cancel a poller hands
+    # out what was queued, then None once the cancel's closes closed its output -- whether they
+    # ran on the cancelling thread (inline), on a pool or on the reading host thread.
+    g = make_graph("""
+nodes:
+  - { name: a, kernel: TForward, input_ports: [x], output_ports: [y] }
+input_ports: [x]
+output_ports: [y]
+""")
+    y = g.add_poller("y")
+    g.start()
+    g.send("x", 7, ts=0)
+    g.cancel()
+    got = [p.as_int() for p in y]
+    assert got in ([], [7])
+    assert y.next(timeout=1) is None

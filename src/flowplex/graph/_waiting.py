@@ -174,9 +174,6 @@ class Waits:
             with status.lock:
                 if poller.closed:
                     return None
-                if status.cancelled:
-                    msg = "the graph was cancelled"
-                    raise GraphCancelled(msg)
                 if status.state < RUNNING:
                     msg = "Poller.next() before Graph.start()"
                     raise StateError(msg)
@@ -185,6 +182,11 @@ class Waits:
             with status.lock:
                 if poller._queue or poller.closed or status.error is not None:
                     continue
+                if status.cancelled and self.pump.idle():
+                    # A cancel ends the stream once its closes ran (the poller closed, above),
+                    # on every executor alike; only an output no close can reach ends here.
+                    msg = "the graph was cancelled"
+                    raise GraphCancelled(msg)
                 if (self.pump.idle() and all(e.closed for e in self.closing.graph_inputs)
                         and status.state != TERMINATED):
                     msg_0 = f"Poller.next on `{poller.name}`"
