@@ -511,7 +511,7 @@ def test_a_pool_with_zero_threads_gets_one() -> None:
         g.wait_done(timeout=10)
 
 
-def test_a_reader_sees_the_end_of_the_stream_after_cancel_on_every_executor(make_graph: Callable[[str], flowplex.Graph]) -> None:
+def test_a_reader_sees_the_end_of_the_stream_after_cancel(make_graph: Callable[[str], flowplex.Graph]) -> None:
     # Better than "GraphCancelled if the closes did not run yet": after a cancel a poller hands
     # out what was queued, then None once the cancel's closes closed its output -- whether they
     # ran on the cancelling thread (inline), on a pool or on the reading host thread.
