@@ -1,11 +1,37 @@
-"""Shared test configuration: hypothesis profiles and a clean environment."""
+"""Shared test configuration: hypothesis profiles, a clean environment, one run per executor kind.
+
+The engine suites (``ACROSS_EXECUTORS``) run every test once per executor kind that
+``flowplex.testing.EXECUTOR_KINDS`` names: the graphs a test builds get their default slot on
+that kind (``flowplex.testing.default_executor``; nodes the YAML pins to a named executor keep
+theirs), and the test id ends in the kind (``test_chain[threads]``). The autouse fixture
+``executor_kind`` does the placing; a test may also take it as an argument to read the kind.
+
+A test that is about some kinds only says so, with the reason (a mark without one, naming an
+unknown kind, or used outside the suites is a usage error):
+
+- ``@pytest.mark.executors("inline", ...,  reason=...)``: only on the kinds listed (a test
+  about one executor, or whose YAML pins every node, so that the kind would change nothing);
+- ``@pytest.mark.self_running(reason=...)``: only on the kinds that run work with no host call
+  (all but delegating: a test that starts a source and sleeps, or a graph nobody pumps).
+
+A new kind needs no change here: adding it to ``flowplex.testing.EXECUTOR_KINDS`` runs the
+suites on it, and whether it is self-running is read from the executor (``inbox()``).
+``--executors=inline,threads`` narrows a local run to some kinds.
+"""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Final
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from flowplex import testing
+from flowplex.executors import _placement
+from flowplex.kernels import _registry
 
 settings.register_profile(
     "ci",
@@ -24,3 +50,126 @@ def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     for key in list(os.environ):
         if key.startswith("FLOWPLEX_") and key != "FLOWPLEX_REQUIRE_EXTRAS":
             monkeypatch.delenv(key, raising=False)
+
+
+# -- one run per executor kind ------------------------------------------------------------------
+
+TESTS: Final = Path(__file__).parent
+ACROSS_EXECUTORS: Final = tuple(TESTS / part for part in ("graph", "kernels", "property", "test_lmflow_compat.py"))
+"""The suites whose every test runs once per executor kind (a directory or a module)."""
+EXECUTOR_KINDS: Final[tuple[str, ...]] = testing.EXECUTOR_KINDS
+MARKS: Final = ("executors", "self_running")
+
+
+def _host_driven(kind: str) -> bool:
+    """Whether ``kind`` runs work only inside host calls: it has an ``inbox()`` that hosts drain.
+
+    Read from the executor itself (the protocol's ``inbox``), so a new kind needs no entry here.
+    """
+    with testing.default_executor(kind):
+        return _placement.default_executor().inbox() is not None
+
+
+SELF_RUNNING: Final = tuple(kind for kind in EXECUTOR_KINDS if not _host_driven(kind))
+"""Kinds that make progress on their own: work submitted to them runs with no host call."""
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--executors", default=",".join(EXECUTOR_KINDS), metavar="KINDS",
+        help=f"engine suites: the executor kinds to run on, comma-separated (default: {','.join(EXECUTOR_KINDS)})",
+    )
+
+
+def _selected(config: pytest.Config) -> list[str]:
+    chosen = [k.strip() for k in str(config.getoption("--executors")).split(",") if k.strip()]
+    unknown = [k for k in chosen if k not in EXECUTOR_KINDS]
+    if unknown or not chosen:
+        msg = f"--executors={','.join(chosen)}: unknown or no kinds; expected some of {', '.join(EXECUTOR_KINDS)}"
+        raise pytest.UsageError(msg)
+    return chosen
+
+
+def _kinds_for(definition: pytest.Function) -> list[str]:
+    """The kinds one test runs on: all of them, narrowed by each of its executor marks."""
+    kinds = list(EXECUTOR_KINDS)
+    for mark in definition.iter_markers():
+        if mark.name not in MARKS:
+            continue
+        if not mark.kwargs.get("reason"):
+            msg = f"{definition.nodeid}: @pytest.mark.{mark.name} needs reason=... (why the other kinds do not apply)"
+            raise pytest.UsageError(msg)
+        allowed: tuple[str, ...] = SELF_RUNNING if mark.name == "self_running" else mark.args
+        unknown = [k for k in allowed if k not in EXECUTOR_KINDS]
+        if not allowed or unknown:
+            msg = (f"{definition.nodeid}: @pytest.mark.executors{allowed!r}: unknown or no kinds; "
+                   f"expected some of {', '.join(EXECUTOR_KINDS)}")
+            raise pytest.UsageError(msg)
+        kinds = [k for k in kinds if k in allowed]
+    if not kinds:
+        msg = f"{definition.nodeid}: its executor marks leave no kind to run on"
+        raise pytest.UsageError(msg)
+    return kinds
+
+
+def _across_executors(path: Path) -> bool:
+    return any(path == part or part in path.parents for part in ACROSS_EXECUTORS)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Parametrise the engine suites over the executor kinds (see the module docstring)."""
+    definition = metafunc.definition
+    if not _across_executors(definition.path):
+        if any(m.name in MARKS for m in definition.iter_markers()):
+            msg = f"{definition.nodeid}: executor marks apply only in {', '.join(map(str, ACROSS_EXECUTORS))}"
+            raise pytest.UsageError(msg)
+        return
+    selected = _selected(metafunc.config)
+    kinds = [k for k in _kinds_for(definition) if k in selected]
+    # An empty list makes pytest report the test as skipped ("got empty parameter set"):
+    # only when --executors left out every kind the test is marked for.
+    metafunc.parametrize("executor_kind", kinds, indirect=True, ids=kinds)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every item of the engine suites is parametrised: a unittest-style ``TestCase`` (such as
+    a hypothesis state machine's) would run once, unplaced; wrap it in a test function."""
+    missed = [item.nodeid for item in items if _across_executors(item.path)
+              and "executor_kind" not in getattr(getattr(item, "callspec", None), "params", {})]
+    if missed:
+        msg = f"not parametrised over the executor kinds (see tests/conftest.py): {', '.join(missed)}"
+        raise pytest.UsageError(msg)
+
+
+@pytest.fixture(autouse=True)
+def executor_kind(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The executor kind this test's graphs are placed on (None outside ``ACROSS_EXECUTORS``).
+
+    Graphs built while the test runs, on this thread (in the test or in its fixtures), get
+    their default slot on this kind. A thread the test starts begins with a fresh context:
+    graphs it builds stay inline.
+    """
+    kind: str | None = getattr(request, "param", None)
+    if kind is None:
+        yield None
+        return
+    before = set(_registry._registry)
+    try:
+        with testing.default_executor(kind):
+            yield kind
+    finally:
+        _forget_kernels_defined_in(request.function, before)
+
+
+def _forget_kernels_defined_in(test: object, before: set[str]) -> None:
+    """Unregister the kernels that ``test`` defined in its own body, so that its run on the next
+    kind can define them again (the registry is process-wide and refuses a second class).
+
+    Only classes made inside the test function itself (``test_x.<locals>.K``) are dropped: a
+    kernel that a helper registers once for the session stays registered.
+    """
+    prefix = f"{getattr(test, '__qualname__', '')}.<locals>."
+    with _registry._lock:
+        for name in set(_registry._registry) - before:
+            if _registry._registry[name].__qualname__.startswith(prefix):
+                del _registry._registry[name]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 import flowplex as lmflow
 
 
@@ -27,6 +29,7 @@ output_ports: [out]
         g.wait_done()
 
 
+@pytest.mark.executors("delegating", reason="lm-lmflow's own example: both nodes are pinned to `host`")
 def test_builtin_kernels_graph_with_delegating_host() -> None:
     with lmflow.Graph.from_yaml('''
 executors:

@@ -95,29 +95,13 @@ class TRecorder(flowplex.Kernel):
             self.events.append(("close", cc.node_name, cc.close_reason))
 
 
-EXECUTORS = {
-    "default": "",
-    "pool": "executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 2 }]\n",
-    "host": "executors: [{ name: host, type: DelegatingExecutor }]\n",
-}
-
-
-@pytest.fixture(params=sorted(EXECUTORS))
-def executor(request: pytest.FixtureRequest) -> str:
-    """Name of the executor under test: every node of a `make_graph` graph runs on it."""
-    return str(request.param)
-
-
 @pytest.fixture
-def make_graph(executor: str) -> Iterator[Callable[[str], flowplex.Graph]]:
-    """Build a graph from YAML with every node placed on the executor under test."""
+def make_graph() -> Iterator[Callable[[str], flowplex.Graph]]:
+    """Build graphs from YAML, on the executor kind under test (tests/conftest.py); closed after the test."""
     graphs: list[flowplex.Graph] = []
 
     def build(yaml_text: str) -> flowplex.Graph:
-        text = yaml_text
-        if executor != "default":
-            text = EXECUTORS[executor] + text.replace("kernel:", f"executor: {executor}, kernel:")
-        g = flowplex.Graph.from_yaml(text)
+        g = flowplex.Graph.from_yaml(yaml_text)
         graphs.append(g)
         return g
 

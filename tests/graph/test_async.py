@@ -31,6 +31,10 @@ def test_events_yield_packets_bounds_and_done() -> None:
     assert got[-1] == flowplex.DoneEvent() and got[-1].timestamp == flowplex.TS_DONE
 
 
+@pytest.mark.executors(
+    "delegating",
+    reason="about driving a DelegatingExecutor from asyncio: its one node is pinned to one",
+)
 def test_run_async_drives_a_delegating_graph() -> None:
     async def main() -> list[int]:
         with flowplex.Graph.from_yaml("""
@@ -52,6 +56,11 @@ output_ports: [y]
     assert asyncio.run(main()) == [0, 2, 4, 6, 8]
 
 
+@pytest.mark.executors(
+    "inline",
+    reason="with the default cancel_grace=0 only inline closes the nodes inside cancel(); elsewhere the closes "
+    "run later and run_async warns that the grace expired, as documented",
+)
 def test_run_async_timeout_cancels_and_raises() -> None:
     async def main() -> None:
         with flowplex.Graph.from_yaml(CHAIN) as g:
@@ -73,6 +82,14 @@ nodes:
 input_ports: [x]
 output_ports: [y]
 """
+
+
+ON_THE_SLEEPER_POOL = pytest.mark.executors(
+    "threads",
+    reason="SLEEPER pins its one node to a one-worker pool, so that the test thread can cancel while the kernel "
+    "sleeps",
+)
+"""The sleeper tests are about a kernel running on a pool worker while the test thread acts."""
 
 
 class Sleeps:
@@ -152,6 +169,7 @@ async def _run_and_record(g: flowplex.Graph, seen: Seen, **kwargs: float) -> Non
         raise
 
 
+@ON_THE_SLEEPER_POOL
 def test_cancelling_run_async_returns_at_once_and_warns_that_the_grace_expired(sleeping_graph: SleepingGraph) -> None:
     async def main() -> tuple[Seen, asyncio.Task[None]]:
         g = sleeping_graph(1.0)
@@ -175,6 +193,7 @@ def test_cancelling_run_async_returns_at_once_and_warns_that_the_grace_expired(s
     assert seen.inner_cancelling == 1 and task.cancelling() == 1
 
 
+@ON_THE_SLEEPER_POOL
 def test_a_timeout_returns_at_once_and_warns_that_the_grace_expired(sleeping_graph: SleepingGraph) -> None:
     async def main() -> float:
         g = sleeping_graph(1.0)
@@ -191,6 +210,7 @@ def test_a_timeout_returns_at_once_and_warns_that_the_grace_expired(sleeping_gra
     assert asyncio.run(main()) < 0.25  # 0.05 s timeout, no grace; the kernel sleeps 1 s
 
 
+@ON_THE_SLEEPER_POOL
 def test_a_second_cancellation_abandons_the_grace_and_is_not_counted(sleeping_graph: SleepingGraph) -> None:
     async def main() -> tuple[Seen, asyncio.Task[None]]:
         g = sleeping_graph(1.0)
@@ -218,6 +238,7 @@ def test_a_second_cancellation_abandons_the_grace_and_is_not_counted(sleeping_gr
     assert task.cancelling() == 1  # and from outside
 
 
+@ON_THE_SLEEPER_POOL
 @pytest.mark.parametrize("how", ["cancel", "timeout"])
 def test_a_grace_that_suffices_terminates_the_graph_without_a_warning(how: str, sleeping_graph: SleepingGraph) -> None:
     async def main() -> float:

@@ -53,6 +53,10 @@ input_ports: [x]
     assert peak >= 32 * frame_bytes  # the slow consumer really did fall behind
 
 
+@pytest.mark.executors(
+    "delegating",
+    reason="about the blocking send pumping delegated work: its one node is pinned to `host`",
+)
 def test_watermark_blocks_sends_and_nowait_variants_refuse() -> None:
     with flowplex.Graph.from_yaml("""
 max_queued_packets: 3
@@ -88,6 +92,10 @@ output_ports: [y]
                 g.send("x", i, ts=i, timeout=10)
 
 
+@pytest.mark.executors(
+    "threads",
+    reason="its one node is pinned to a one-worker pool, which holds the first packet while the test sends",
+)
 def test_send_timeout_while_full() -> None:
     release = threading.Event()
 
@@ -114,6 +122,10 @@ input_ports: [x]
         g.wait_done(timeout=10)
 
 
+@pytest.mark.executors(
+    "threads",
+    reason="both nodes are pinned to their own one-worker pools (a fast producer, a slow consumer)",
+)
 def test_lossless_input_capacity_bounds_the_queue_and_loses_nothing() -> None:
     with flowplex.Graph.from_yaml("""
 executors:
@@ -174,6 +186,7 @@ output_ports: [y]
         assert poller.dropped == dropped
 
 
+@pytest.mark.executors("threads", reason="its one node is pinned to a one-worker pool")
 def test_blocking_poller_is_lossless_with_a_concurrent_reader() -> None:
     with flowplex.Graph.from_yaml("""
 executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 1 }]
@@ -196,6 +209,7 @@ output_ports: [y]
         assert len(poller) == 0
 
 
+@pytest.mark.executors("threads", reason="its one node is pinned to a one-worker pool")
 def test_unread_blocking_poller_is_reported_as_a_stall() -> None:
     with flowplex.Graph.from_yaml("""
 executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 1 }]
@@ -228,6 +242,7 @@ output_ports: [y]
             g.add_poller("y", capacity=2, observe_timestamp_bounds=True)
 
 
+@pytest.mark.executors("delegating", reason="its one node is pinned to `host`, so the backlog grows until pumped")
 def test_soft_limit_warnings_back_off_exponentially(caplog: pytest.LogCaptureFixture) -> None:
     with flowplex.Graph.from_yaml("""
 max_queue_size: 4

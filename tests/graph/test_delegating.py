@@ -17,6 +17,10 @@ import pytest
 
 import flowplex
 
+pytestmark = pytest.mark.executors(
+    "delegating", reason="about the DelegatingExecutor: every graph here pins its nodes to named ones"
+)
+
 _LOG: list[str] = []
 _REGISTERED: set[str] = set()
 

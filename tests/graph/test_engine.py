@@ -292,6 +292,7 @@ output_ports: [y]
     assert TRecorder.events[2][2] == flowplex.CloseReason.NORMAL
 
 
+@pytest.mark.executors("inline", reason="about the inline executor: send runs the kernel on the calling thread")
 def test_default_executor_runs_kernels_on_the_sending_thread() -> None:
     from .conftest import TRecorder
 
@@ -312,6 +313,7 @@ output_ports: [y]
     assert ("process", threading.current_thread().name, 0) in TRecorder.events
 
 
+@pytest.mark.executors("delegating", reason="about the DelegatingExecutor: its one node is pinned to one in the YAML")
 def test_delegating_executor_runs_only_when_pumped() -> None:
     with flowplex.Graph.from_yaml("""
 executors: [{ name: host, type: DelegatingExecutor }]
@@ -335,6 +337,10 @@ output_ports: [y]
         g.wait_done()
 
 
+@pytest.mark.executors(
+    "threads",
+    reason="about the pool: its one node is pinned to `cpu` and the test checks the worker names",
+)
 def test_thread_pool_runs_on_its_workers() -> None:
     from .conftest import TRecorder
 
@@ -356,6 +362,7 @@ output_ports: [y]
     assert threads and all(re.fullmatch(r"cpu-\d", t) for t in threads)
 
 
+@pytest.mark.executors("threads", reason="max_in_flight needs a multi-thread pool: its one node is pinned to `cpu`")
 def test_max_in_flight_keeps_output_order() -> None:
     with flowplex.Graph.from_yaml("""
 executors: [{ name: cpu, type: ThreadPoolExecutor, num_threads: 2 }]
@@ -374,14 +381,11 @@ output_ports: [y]
         g.wait_done()
 
 
-@pytest.mark.parametrize("executor", ["default", "pool"])  # sources may not use a DelegatingExecutor
-def test_source_runs_without_inputs(executor: str) -> None:
-    prefix = "executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 2 }]\n" if executor == "pool" else ""
-    place = "executor: pool, " if executor == "pool" else ""
-    with flowplex.Graph.from_yaml(prefix + f"""
+def test_source_runs_without_inputs() -> None:
+    with flowplex.Graph.from_yaml("""
 nodes:
-  - {{ name: src, {place}kernel: TCount, output_ports: [n], options: {{ count: 6 }} }}
-  - {{ name: d, {place}kernel: TDouble, input_ports: [n], output_ports: [y] }}
+  - { name: src, kernel: TCount, output_ports: [n], options: { count: 6 } }
+  - { name: d, kernel: TDouble, input_ports: [n], output_ports: [y] }
 output_ports: [y]
 """) as g:
         out = g.add_poller("y")

@@ -100,6 +100,11 @@ def test_on_error_skip_counts_warns_with_back_off_and_still_advances_the_bound(
     assert g.last_error() == ""
 
 
+@pytest.mark.executors(
+    "inline", "delegating",
+    reason="both nodes fail on the same packet: `first` fails first only where they run one after the other in "
+    "YAML order; on a pool they race",
+)
 def test_on_error_abort_keeps_the_first_error(caplog: pytest.LogCaptureFixture) -> None:
     # On the default executor both nodes are claimed by the same send, so the second failure
     # happens after the first was recorded.
@@ -120,6 +125,11 @@ input_ports: [x]
     assert sorted(kinds("close")) == [("close", flowplex.CloseReason.ERROR)] * 2
 
 
+@pytest.mark.executors(
+    "inline", "delegating",
+    reason="both nodes fail on the same packet: `second` is the subsequent one only where they run one after the"
+    " other in YAML order; on a pool they race",
+)
 def test_a_subsequent_error_is_logged_with_its_node(caplog: pytest.LogCaptureFixture) -> None:
     with flowplex.Graph.from_yaml("""
 nodes:
@@ -498,6 +508,7 @@ def test_executor_options_are_validated(executor: str, node_extra: str, pattern:
         flowplex.Graph.from_yaml(text + "input_ports: [x]\n")
 
 
+@pytest.mark.executors("threads", reason="about a pool declared with num_threads: 0; its one node is pinned to it")
 def test_a_pool_with_zero_threads_gets_one() -> None:
     with flowplex.Graph.from_yaml(
         "executors: [{ name: e, type: ThreadPoolExecutor, num_threads: 0 }]\n" + NODE_ON_E

@@ -462,6 +462,7 @@ class PolSlowFirst(flowplex.Kernel):
         cc.forward(0, 0)
 
 
+@pytest.mark.executors("threads", reason="max_in_flight needs a multi-thread pool: its one node is pinned to `cpu`")
 def test_out_of_order_completion_beyond_the_context_pool_loses_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
     crashed: list[BaseException | None] = []
     monkeypatch.setattr(threading, "excepthook", lambda args: crashed.append(args.exc_value))

@@ -12,8 +12,6 @@ import flowplex
 from flowplex.executors import DelegatingExecutor, ThreadPoolExecutor
 from flowplex.packets import Packet
 
-from .conftest import EXECUTORS
-
 
 @flowplex.kernel("TFailAtOne")
 class TFailAtOne(flowplex.Kernel):
@@ -25,12 +23,11 @@ class TFailAtOne(flowplex.Kernel):
         cc.forward(0, 0)
 
 
-def chain(kernel: str = "TForward", executor: str = "default", extra: str = "") -> str:
-    place = "" if executor == "default" else f"executor: {executor}, "
-    return EXECUTORS[executor] + extra + f"""
+def chain(kernel: str = "TForward", extra: str = "") -> str:
+    return extra + f"""
 nodes:
-  - {{ name: a, {place}kernel: {kernel}, input_ports: [x], output_ports: [m] }}
-  - {{ name: b, {place}kernel: TForward, input_ports: [m], output_ports: [y] }}
+  - {{ name: a, kernel: {kernel}, input_ports: [x], output_ports: [m] }}
+  - {{ name: b, kernel: TForward, input_ports: [m], output_ports: [y] }}
 input_ports: [x]
 output_ports: [y]
 """
@@ -55,10 +52,9 @@ def send_paused(g: flowplex.Graph, arrs: list[np.ndarray]) -> None:
     assert not any(a.flags.writeable for a in arrs)
 
 
-@pytest.mark.parametrize("executor", sorted(EXECUTORS))
-def test_cancel_while_paused_releases_queued_arrays(executor: str) -> None:
+def test_cancel_while_paused_releases_queued_arrays() -> None:
     arrs = arrays()
-    with flowplex.Graph.from_yaml(chain(executor=executor)) as g:
+    with flowplex.Graph.from_yaml(chain()) as g:
         g.add_poller("y")
         send_paused(g, arrs)
         g.cancel()
@@ -70,10 +66,9 @@ def test_cancel_while_paused_releases_queued_arrays(executor: str) -> None:
         assert g._engine.budget.queued == 0 and g._engine.budget.queued_bytes == 0
 
 
-@pytest.mark.parametrize("executor", sorted(EXECUTORS))
-def test_close_with_queued_packets_releases_them(executor: str) -> None:
+def test_close_with_queued_packets_releases_them() -> None:
     arrs = arrays()
-    with flowplex.Graph.from_yaml(chain(executor=executor)) as g:
+    with flowplex.Graph.from_yaml(chain()) as g:
         g.add_poller("y")
         send_paused(g, arrs)
     assert_released(arrs)
@@ -91,10 +86,9 @@ def test_close_with_a_byte_limit_keeps_the_counters_straight() -> None:
     assert_released(arrs)
 
 
-@pytest.mark.parametrize("executor", sorted(EXECUTORS))
-def test_kernel_error_with_a_backlog_releases_it(executor: str) -> None:
+def test_kernel_error_with_a_backlog_releases_it() -> None:
     arrs = arrays(4)
-    with flowplex.Graph.from_yaml(chain("TFailAtOne", executor)) as g:
+    with flowplex.Graph.from_yaml(chain("TFailAtOne")) as g:
         y = g.add_poller("y")
         send_paused(g, arrs)
         g.resume()
@@ -130,7 +124,7 @@ def test_reset_releases_queued_packets_and_contexts() -> None:
 
 def test_dropping_an_unclosed_graph_releases_its_arrays() -> None:
     arrs = arrays()
-    g = flowplex.Graph.from_yaml(chain(executor="pool"))
+    g = flowplex.Graph.from_yaml(chain())
     g.add_poller("y")
     send_paused(g, arrs)
     del g
@@ -187,6 +181,7 @@ def test_side_packets_are_released_at_close() -> None:
     assert_released([arr])
 
 
+@pytest.mark.executors("inline", reason="builds the executors it tests itself, outside any graph")
 @pytest.mark.parametrize("make", [lambda: ThreadPoolExecutor("pool", 1), lambda: DelegatingExecutor("host")])
 def test_executor_shutdown_drops_queued_tasks_and_their_packets(make: Callable[[], object]) -> None:
     ex = make()

@@ -72,12 +72,10 @@ def _clear_records() -> None:
     SrcLazy.calls.clear()
 
 
-@pytest.mark.parametrize("place", ["", "executor: pool, "])
-def test_source_done_closes_the_source_and_the_graph_terminates(place: str) -> None:
-    with flowplex.Graph.from_yaml(f"""
-executors: [{{ name: pool, type: ThreadPoolExecutor, num_threads: 2 }}]
+def test_source_done_closes_the_source_and_the_graph_terminates() -> None:
+    with flowplex.Graph.from_yaml("""
 nodes:
-  - {{ name: s, {place}kernel: SrcCount, output_ports: [n], options: {{ count: 4 }} }}
+  - { name: s, kernel: SrcCount, output_ports: [n], options: { count: 4 } }
 output_ports: [n]
 """) as g:
         out = g.add_poller("n", observe_timestamp_bounds=True)
@@ -92,6 +90,7 @@ output_ports: [n]
     assert SrcCount.closes == [flowplex.CloseReason.NORMAL]
 
 
+@pytest.mark.executors("threads", reason="about a one-worker pool shared by two sources; both are pinned to it")
 def test_source_yield_does_not_occupy_a_worker() -> None:
     # One worker, two sources: `lazy` yields for 500 ms on its first call. If that wait held
     # the worker, `busy` could not run again until it ended.
@@ -206,6 +205,7 @@ class SrcHog(flowplex.Kernel):
             cc.source_done()
 
 
+@pytest.mark.executors("threads", reason="about a one-worker pool shared by two sources; both are pinned to it")
 def test_rate_is_a_minimum_interval_between_process_starts_on_a_shared_pool() -> None:
     # One worker. `paced` (50 Hz) runs at 0 ms, then `hog` holds the worker until 35 ms, so the
     # wake due at 20 ms starts at 35 ms. The next start must come 20 ms after that one (55 ms),
@@ -225,6 +225,7 @@ output_ports: [a, b]
     assert min(gaps) >= 0.0195, f"process starts closer than the 20 ms period: {[round(x, 4) for x in gaps]}"
 
 
+@pytest.mark.self_running(reason="starts the source and sleeps 50 ms for its first call to run and yield")
 def test_cancel_drops_a_pending_source_wake() -> None:
     with flowplex.Graph.from_yaml("""
 nodes:
@@ -269,6 +270,7 @@ def test_a_cancelled_paced_source_can_be_reset_and_rerun() -> None:
         g.cancel()
 
 
+@pytest.mark.self_running(reason="waits on an Event for the source to start: no host call runs it")
 def test_a_source_that_never_finishes_runs_until_cancel() -> None:
     started = threading.Event()
 

@@ -1,4 +1,7 @@
-"""Properties: a linear chain and a diamond lose, duplicate and reorder nothing, on every executor."""
+"""Properties: a linear chain and a diamond lose, duplicate and reorder nothing, on every executor.
+
+The executor is the kind under test (tests/conftest.py runs each property once per kind).
+"""
 
 from __future__ import annotations
 
@@ -8,35 +11,25 @@ from hypothesis import strategies as st
 import flowplex
 import tests.graph.conftest  # noqa: F401  (registers TForward, TAddPair)
 
-PLACEMENT = {
-    "default": ("", ""),
-    "pool": ("executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 2 }]\n", "executor: pool, "),
-    "host": ("executors: [{ name: host, type: DelegatingExecutor }]\n", "executor: host, "),
-}
-
 timestamps = st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=60, unique=True).map(sorted)
 
 
-def chain_yaml(depth: int, executor: str) -> str:
-    head, place = PLACEMENT[executor]
+def chain_yaml(depth: int) -> str:
     nodes = "\n".join(
-        f"  - {{ name: n{i}, {place}kernel: TForward, input_ports: [e{i}], output_ports: [e{i + 1}] }}"
+        f"  - {{ name: n{i}, kernel: TForward, input_ports: [e{i}], output_ports: [e{i + 1}] }}"
         for i in range(depth)
     )
-    return f"{head}nodes:\n{nodes}\ninput_ports: [e0]\noutput_ports: [e{depth}]\n"
+    return f"nodes:\n{nodes}\ninput_ports: [e0]\noutput_ports: [e{depth}]\n"
 
 
 @given(
     stamps=timestamps,
     depth=st.integers(min_value=1, max_value=6),
-    executor=st.sampled_from(sorted(PLACEMENT)),
     values=st.data(),
 )
-def test_chain_preserves_every_packet_in_order(
-    stamps: list[int], depth: int, executor: str, values: st.DataObject
-) -> None:
+def test_chain_preserves_every_packet_in_order(stamps: list[int], depth: int, values: st.DataObject) -> None:
     payload = [values.draw(st.integers(min_value=-(2**63), max_value=2**63 - 1)) for _ in stamps]
-    with flowplex.Graph.from_yaml(chain_yaml(depth, executor)) as g:
+    with flowplex.Graph.from_yaml(chain_yaml(depth)) as g:
         out = g.add_poller(f"e{depth}")
         g.start()
         for ts, v in zip(stamps, payload, strict=True):
@@ -47,17 +40,12 @@ def test_chain_preserves_every_packet_in_order(
     assert got == list(zip(stamps, payload, strict=True))
 
 
-@given(
-    left=timestamps,
-    right=timestamps,
-    executor=st.sampled_from(sorted(PLACEMENT)),
-)
-def test_diamond_join_pairs_by_timestamp(left: list[int], right: list[int], executor: str) -> None:
-    head, place = PLACEMENT[executor]
-    text = f"""{head}nodes:
-  - {{ name: l, {place}kernel: TForward, input_ports: [a], output_ports: [la] }}
-  - {{ name: r, {place}kernel: TForward, input_ports: [b], output_ports: [rb] }}
-  - {{ name: j, {place}kernel: TAddPair, input_ports: [la, rb], output_ports: [y] }}
+@given(left=timestamps, right=timestamps)
+def test_diamond_join_pairs_by_timestamp(left: list[int], right: list[int]) -> None:
+    text = """nodes:
+  - { name: l, kernel: TForward, input_ports: [a], output_ports: [la] }
+  - { name: r, kernel: TForward, input_ports: [b], output_ports: [rb] }
+  - { name: j, kernel: TAddPair, input_ports: [la, rb], output_ports: [y] }
 input_ports: [a, b]
 output_ports: [y]
 """
@@ -82,16 +70,12 @@ output_ports: [y]
     assert got == expected
 
 
-@given(
-    stamps=timestamps,
-    executor=st.sampled_from(sorted(PLACEMENT)),
-)
-def test_diamond_fan_out_and_join(stamps: list[int], executor: str) -> None:
-    head, place = PLACEMENT[executor]
-    text = f"""{head}nodes:
-  - {{ name: l, {place}kernel: TForward, input_ports: [x], output_ports: [lx] }}
-  - {{ name: r, {place}kernel: TEvenOnly, input_ports: [x], output_ports: [rx] }}
-  - {{ name: j, {place}kernel: TAddPair, input_ports: [lx, rx], output_ports: [y] }}
+@given(stamps=timestamps)
+def test_diamond_fan_out_and_join(stamps: list[int]) -> None:
+    text = """nodes:
+  - { name: l, kernel: TForward, input_ports: [x], output_ports: [lx] }
+  - { name: r, kernel: TEvenOnly, input_ports: [x], output_ports: [rx] }
+  - { name: j, kernel: TAddPair, input_ports: [lx, rx], output_ports: [y] }
 input_ports: [x]
 output_ports: [y]
 """

@@ -29,15 +29,24 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+import pytest
 from hypothesis import Phase, given, note, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    initialize,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 
 import flowplex
 from flowplex import TS_DONE
 
 POLICIES = ("sync", "immediate", "fixed_size", "sync_set", "batch")
 EXECUTORS = ("default", "pool", "host")
+"""Where a node runs: ``default`` is the kind under test (tests/conftest.py), the others are named."""
 ID_BASE = 1_000_000
 """Node ids start at (k + 1) * ID_BASE for node k (see ``out_id``); sent packets use ids < ID_BASE."""
 
@@ -545,7 +554,12 @@ class PropForward(flowplex.Kernel):
         cc.forward(0, 0)
 
 
-TestBoundedPollers = BoundedPollerMachine.TestCase
+@pytest.mark.executors(
+    "inline",
+    reason="the model delivers each send before the next rule runs: only inline has run the node by then",
+)
+def test_bounded_pollers_match_the_model() -> None:
+    run_state_machine_as_test(BoundedPollerMachine)
 
 
 # -- the global watermark ---------------------------------------------------------------------
@@ -623,4 +637,6 @@ output_ports: [y]
             self.graph.close()
 
 
-TestWatermark = WatermarkMachine.TestCase
+@pytest.mark.executors("delegating", reason="the model pumps its one node step by step: it is pinned to `host`")
+def test_the_watermark_matches_the_model() -> None:
+    run_state_machine_as_test(WatermarkMachine)
