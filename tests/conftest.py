@@ -9,20 +9,29 @@ theirs), and the test id ends in the kind (``test_chain[threads]``). The autouse
 A test that is about some kinds only says so, with the reason (a mark without one, naming an
 unknown kind, or used outside the suites is a usage error):
 
-- ``@pytest.mark.executors("inline", ...,  reason=...)``: only on the kinds listed (a test
+- ``@pytest.mark.executors("inline", ..., reason=...)``: only on the kinds listed (a test
   about one executor, or whose YAML pins every node, so that the kind would change nothing);
-- ``@pytest.mark.self_running(reason=...)``: only on the kinds that run work with no host call
-  (all but delegating: a test that starts a source and sleeps, or a graph nobody pumps).
+- a trait, ``@pytest.mark.<trait>(reason=...)``: only on the kinds whose executor has it (see
+  ``TRAITS``; today's kinds in brackets):
+
+  - ``self_running``: runs work with no host call [inline, threads, loopback] (a test that
+    starts a source and sleeps, or a graph nobody pumps);
+  - ``on_caller``: a send has run the work it made ready when it returns [inline, loopback];
+  - ``without_workers``: no worker threads of its own, so no two tasks race [inline,
+    delegating, loopback];
+  - ``local_kernels``: the kernels are the engine's own instances, fed the very packets it
+    holds [inline, threads, delegating] (loopback runs copies behind the codec: no hop fast
+    path, no zero copy).
 
 A new kind needs no change here: adding it to ``flowplex.testing.EXECUTOR_KINDS`` runs the
-suites on it, and whether it is self-running is read from the executor (``inbox()``).
+suites on it, and its traits are read from the executor's protocol attributes.
 ``--executors=inline,threads`` narrows a local run to some kinds.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
 
@@ -30,7 +39,7 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from flowplex import testing
-from flowplex.executors import _placement
+from flowplex.executors import Executor, _placement
 from flowplex.kernels import _registry
 
 settings.register_profile(
@@ -58,20 +67,28 @@ TESTS: Final = Path(__file__).parent
 ACROSS_EXECUTORS: Final = tuple(TESTS / part for part in ("graph", "kernels", "property", "test_lmflow_compat.py"))
 """The suites whose every test runs once per executor kind (a directory or a module)."""
 EXECUTOR_KINDS: Final[tuple[str, ...]] = testing.EXECUTOR_KINDS
-MARKS: Final = ("executors", "self_running")
 
 
-def _host_driven(kind: str) -> bool:
-    """Whether ``kind`` runs work only inside host calls: it has an ``inbox()`` that hosts drain.
-
-    Read from the executor itself (the protocol's ``inbox``), so a new kind needs no entry here.
-    """
+def _probe(kind: str) -> Executor:
+    """An executor of ``kind``, as a graph's default slot would get it (not started)."""
     with testing.default_executor(kind):
-        return _placement.default_executor().inbox() is not None
+        return _placement.default_executor()
 
 
-SELF_RUNNING: Final = tuple(kind for kind in EXECUTOR_KINDS if not _host_driven(kind))
-"""Kinds that make progress on their own: work submitted to them runs with no host call."""
+TRAITS: Final[dict[str, Callable[[Executor], bool]]] = {
+    # Work submitted to it runs with no host call (it has no inbox for host threads to drain).
+    "self_running": lambda ex: ex.inbox() is None,
+    # Work runs on the thread whose action made it ready: a send has run it when it returns.
+    "on_caller": lambda ex: ex.runs_on_caller,
+    # No worker threads of its own: work runs, one task at a time, on threads that call in.
+    "without_workers": lambda ex: ex.threads == 0,
+    # The engine runs its own kernel instances on the packets it holds (no codec in between).
+    "local_kernels": lambda ex: not ex.hosts_kernels,
+}
+"""Marks that select the kinds with a property, read from the executor itself (its protocol
+attributes), so that a new kind needs no entry here."""
+KINDS_WITH: Final = {trait: tuple(k for k in EXECUTOR_KINDS if has(_probe(k))) for trait, has in TRAITS.items()}
+MARKS: Final = ("executors", *TRAITS)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -99,7 +116,7 @@ def _kinds_for(definition: pytest.Function) -> list[str]:
         if not mark.kwargs.get("reason"):
             msg = f"{definition.nodeid}: @pytest.mark.{mark.name} needs reason=... (why the other kinds do not apply)"
             raise pytest.UsageError(msg)
-        allowed: tuple[str, ...] = SELF_RUNNING if mark.name == "self_running" else mark.args
+        allowed: tuple[str, ...] = mark.args if mark.name == "executors" else KINDS_WITH[mark.name]
         unknown = [k for k in allowed if k not in EXECUTOR_KINDS]
         if not allowed or unknown:
             msg = (f"{definition.nodeid}: @pytest.mark.executors{allowed!r}: unknown or no kinds; "
@@ -124,21 +141,32 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
             msg = f"{definition.nodeid}: executor marks apply only in {', '.join(map(str, ACROSS_EXECUTORS))}"
             raise pytest.UsageError(msg)
         return
-    selected = _selected(metafunc.config)
-    kinds = [k for k in _kinds_for(definition) if k in selected]
-    # An empty list makes pytest report the test as skipped ("got empty parameter set"):
-    # only when --executors left out every kind the test is marked for.
+    kinds = _kinds_for(definition)
     metafunc.parametrize("executor_kind", kinds, indirect=True, ids=kinds)
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Every item of the engine suites is parametrised: a unittest-style ``TestCase`` (such as
-    a hypothesis state machine's) would run once, unplaced; wrap it in a test function."""
-    missed = [item.nodeid for item in items if _across_executors(item.path)
-              and "executor_kind" not in getattr(getattr(item, "callspec", None), "params", {})]
+def _kind(item: pytest.Item) -> str | None:
+    params = getattr(getattr(item, "callspec", None), "params", {})
+    return params.get("executor_kind")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Check that every item of the engine suites is parametrised, and apply ``--executors``.
+
+    A unittest-style ``TestCase`` (a hypothesis state machine's) would run once, unplaced:
+    wrap it in a test function. ``--executors`` deselects the other kinds (never a skip).
+    """
+    missed = [item.nodeid for item in items if _across_executors(item.path) and _kind(item) is None]
     if missed:
         msg = f"not parametrised over the executor kinds (see tests/conftest.py): {', '.join(missed)}"
         raise pytest.UsageError(msg)
+    selected = _selected(config)
+    if len(selected) == len(EXECUTOR_KINDS):
+        return
+    keep = [item for item in items if _kind(item) in (None, *selected)]
+    if len(keep) < len(items):
+        config.hook.pytest_deselected(items=[item for item in items if item not in keep])
+        items[:] = keep
 
 
 @pytest.fixture(autouse=True)

@@ -178,10 +178,9 @@ def test_other_arguments_of_the_wrong_type(
 # -- what the accepted forms mean -------------------------------------------------------------------
 
 
-@pytest.mark.executors(
-    "inline", "delegating",
-    reason="wait_done(timeout=-1.5) polls once: the graph is done by then only where the caller ran the work "
-    "(inline in send, delegating in that poll); a pool may still be busy",
+@pytest.mark.without_workers(
+    reason="wait_done(timeout=-1.5) polls once: the graph is done by then only where the calling threads ran the "
+    "work (in send, or in that poll's pump); a pool may still be busy",
 )
 def test_a_negative_timeout_polls_once_as_in_lmflow() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:

@@ -56,10 +56,9 @@ output_ports: [y]
     assert asyncio.run(main()) == [0, 2, 4, 6, 8]
 
 
-@pytest.mark.executors(
-    "inline",
-    reason="with the default cancel_grace=0 only inline closes the nodes inside cancel(); elsewhere the closes "
-    "run later and run_async warns that the grace expired, as documented",
+@pytest.mark.on_caller(
+    reason="with the default cancel_grace=0 the nodes must close inside cancel(), on the caller's thread; elsewhere "
+    "the closes run later and run_async warns that the grace expired, as documented",
 )
 def test_run_async_timeout_cancels_and_raises() -> None:
     async def main() -> None:

@@ -292,7 +292,7 @@ output_ports: [y]
     assert TRecorder.events[2][2] == flowplex.CloseReason.NORMAL
 
 
-@pytest.mark.executors("inline", reason="about the inline executor: send runs the kernel on the calling thread")
+@pytest.mark.on_caller(reason="about running kernels on the sending thread (the inline executor's way)")
 def test_default_executor_runs_kernels_on_the_sending_thread() -> None:
     from .conftest import TRecorder
 

@@ -70,6 +70,12 @@ DIAMOND = (
     + "input_ports: [e0]\noutput_ports: []\n"
 )
 
+HOP_PATH = pytest.mark.local_kernels(
+    reason="the hop fast path is for the engine's own kernels: a hosted node (loopback) crosses the seam on every "
+    "call, and run() checks that the graph uses the path",
+)
+"""The tests comparing the fast path with the general one (through ``run``)."""
+
 Outcome = tuple[object, ...]
 
 
@@ -124,6 +130,7 @@ def assert_same(yaml_text: str, values: list[int], **kw: object) -> Outcome:
     return fast
 
 
+@HOP_PATH
 def test_chain() -> None:
     calls, _, error, stats = assert_same(chain_yaml(["fwd", "double", "fwd"]), list(range(8)))
     assert error == ""
@@ -131,6 +138,7 @@ def test_chain() -> None:
     assert [s[1] for s in stats] == [8, 8, 8, 8]
 
 
+@HOP_PATH
 def test_diamond_with_a_sync_join() -> None:
     calls, _, _, stats = assert_same(DIAMOND, list(range(6)))
     joins = [c for c in calls if c[0] == "j"]
@@ -138,27 +146,32 @@ def test_diamond_with_a_sync_join() -> None:
     assert [s[0] for s in stats] == ["l", "r", "j", "sink"]
 
 
+@HOP_PATH
 def test_filter_emits_nothing_and_bounds_still_flow() -> None:
     _, outputs, _, _ = assert_same(chain_yaml(["fwd", "even", "fwd"], sink=False), list(range(7)), poll="e3")
     assert outputs == [(0, 0), (20, 2), (40, 4), (60, 6)]
 
 
+@HOP_PATH
 def test_two_packets_per_call_take_the_general_path() -> None:
     _, outputs, _, _ = assert_same(chain_yaml(["two", "fwd"], sink=False), [1, 2], poll="e2")
     assert outputs == [(10, 1), (11, 2), (20, 2), (21, 3)]
 
 
+@HOP_PATH
 def test_a_poller_in_the_middle_of_a_chain() -> None:
     _, outputs, _, _ = assert_same(chain_yaml(["fwd", "double", "fwd"], tap="e2"), [1, 2, 3], poll="e2")
     assert outputs == [(10, 2), (20, 4), (30, 6)]
 
 
+@HOP_PATH
 def test_a_failing_hop_fails_the_graph_the_same_way() -> None:
     calls, _, error, _ = assert_same(chain_yaml(["fwd", "fail", "fwd"]), list(range(6)))
     assert "[n1] ValueError: three" in error
     assert ("n1", 30, (3,)) in calls
 
 
+@HOP_PATH
 def test_a_failing_hop_with_on_error_skip() -> None:
     _, _, error, stats = assert_same(chain_yaml(["fwd", "fail", "fwd"]), list(range(6)), on_error="skip")
     assert error == ""
@@ -166,6 +179,7 @@ def test_a_failing_hop_with_on_error_skip() -> None:
     assert stats[2][1] == 5  # n2 saw the five others
 
 
+@HOP_PATH
 def test_lossless_capacity_downstream() -> None:
     # A capacity-limited consumer port is not a plain port: the producer takes the general path
     # (backpressure), its neighbours keep the fast one.
@@ -176,6 +190,7 @@ def test_lossless_capacity_downstream() -> None:
     assert [s[1] for s in stats] == [10, 10, 10, 10]
 
 
+@HOP_PATH
 @given(modes=st.lists(st.sampled_from(["fwd", "double", "even", "fail", "two"]), min_size=1, max_size=5),
        values=st.lists(st.integers(0, 6), unique=True, max_size=8).map(sorted),
        on_error=st.sampled_from(["", "skip"]))

@@ -100,8 +100,7 @@ def test_on_error_skip_counts_warns_with_back_off_and_still_advances_the_bound(
     assert g.last_error() == ""
 
 
-@pytest.mark.executors(
-    "inline", "delegating",
+@pytest.mark.without_workers(
     reason="both nodes fail on the same packet: `first` fails first only where they run one after the other in "
     "YAML order; on a pool they race",
 )
@@ -125,10 +124,9 @@ input_ports: [x]
     assert sorted(kinds("close")) == [("close", flowplex.CloseReason.ERROR)] * 2
 
 
-@pytest.mark.executors(
-    "inline", "delegating",
-    reason="both nodes fail on the same packet: `second` is the subsequent one only where they run one after the"
-    " other in YAML order; on a pool they race",
+@pytest.mark.without_workers(
+    reason="both nodes fail on the same packet: `second` is the subsequent one only where they run one after the "
+    "other in YAML order; on a pool they race",
 )
 def test_a_subsequent_error_is_logged_with_its_node(caplog: pytest.LogCaptureFixture) -> None:
     with flowplex.Graph.from_yaml("""

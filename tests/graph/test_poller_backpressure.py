@@ -83,11 +83,13 @@ def send_all(g: flowplex.Graph, values: list[int], make: Callable[[int], object]
     g.close_all_inputs()
 
 
-@pytest.mark.executors(
-    "inline", "threads",
-    reason="on delegating the claimed invocations waiting in the inbox (a frame per stage) count nowhere and "
-    "land on top of the 64 MiB bound, and the reader pumps the chain itself, so the sender need not run "
-    "ahead",
+@pytest.mark.self_running(
+    reason="on delegating the claimed invocations waiting in the inbox (a frame per stage) count nowhere and land "
+    "on top of the 64 MiB bound, and the reader pumps the chain itself, so the sender need not run ahead",
+)
+@pytest.mark.local_kernels(
+    reason="its premise is a sender that runs ahead of the reader: on loopback each send pays four codec round "
+    "trips of a 4 MiB frame and often does not",
 )
 def test_default_budget_bounds_frames_waiting_in_a_poller() -> None:
     frame_bytes = 4 * MIB
@@ -241,10 +243,9 @@ def test_the_same_thread_reading_earlier_is_no_reader() -> None:
         assert time.monotonic() - t0 < 3.0
 
 
-@pytest.mark.executors(
-    "inline",
-    reason="an invocation claimed but not yet run (on a pool worker or in the delegating inbox) is counted "
-    "nowhere, so those kinds admit a third packet: the slack of in_flight_slack",
+@pytest.mark.on_caller(
+    reason="an invocation claimed but not yet run (on a pool worker or in the delegating inbox) is counted nowhere, "
+    "so those kinds admit a third packet: the slack of in_flight_slack",
 )
 def test_send_timeout_is_honoured_while_nobody_reads() -> None:
     with flowplex.Graph.from_yaml(chain(1, "max_queued_packets: 2\n")) as g:
@@ -273,11 +274,7 @@ def test_send_timeout_with_a_slow_reader_sends_everything() -> None:
         assert [ts for ts, _ in reader.seen] == list(range(40))
 
 
-@pytest.mark.executors(
-    "inline",
-    reason="reads the counts right after the sends, with nothing waited for: only inline has run the chain by "
-    "then",
-)
+@pytest.mark.on_caller(reason="reads the counts right after the sends, with nothing waited for")
 def test_drop_policies_keep_the_count_exact() -> None:
     for overflow, capacity in (("drop_oldest", 3), ("drop_newest", 3), ("latest", 1)):
         with flowplex.Graph.from_yaml(chain(1)) as g:

@@ -76,6 +76,7 @@ output_ports: [z]
 """
 
 
+@pytest.mark.executors("inline", reason="checks the snapshot's executor list, whose default slot is inline")
 def test_counts_match_what_was_sent() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
         before = snap(g)

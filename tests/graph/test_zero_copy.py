@@ -20,10 +20,15 @@ class TInPlaceNegate(flowplex.Kernel):
         cc.emit(0, p)
 
 
+ZERO_COPY = pytest.mark.local_kernels(reason="zero copy: loopback hands its kernels decoded copies of the packets")
+"""Tests of the engine's own zero-copy path (where kernels run on the packets the engine holds)."""
+
+
 def address(a: np.ndarray) -> int:
     return int(a.__array_interface__["data"][0])
 
 
+@ZERO_COPY
 def test_linear_pipeline_writes_in_place() -> None:
     text = """
 nodes:
@@ -113,6 +118,7 @@ def test_sent_array_is_read_only_while_the_graph_holds_it() -> None:
         g.wait_done(timeout=5)
 
 
+@ZERO_COPY
 def test_full_stats_count_copy_on_write_copies_per_node() -> None:
     import tests.graph.conftest  # noqa: F401
 
@@ -164,6 +170,7 @@ output_ports: [y]
 """
 
 
+@ZERO_COPY
 def test_sent_new_buffer_is_written_in_place_while_the_host_keeps_packet_and_view(
     make_graph: Callable[[str], flowplex.Graph],
 ) -> None:
@@ -199,6 +206,7 @@ def test_sent_new_buffer_is_written_in_place_while_the_host_keeps_packet_and_vie
     assert view[0, 0] == 1
 
 
+@ZERO_COPY
 def test_a_new_buffer_sent_twice_copies_once_and_no_packet_sees_the_other_write() -> None:
     TInPlaceAddOne.written = []
     with flowplex.Graph.from_yaml(CHAIN3) as g:

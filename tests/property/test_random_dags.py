@@ -554,10 +554,7 @@ class PropForward(flowplex.Kernel):
         cc.forward(0, 0)
 
 
-@pytest.mark.executors(
-    "inline",
-    reason="the model delivers each send before the next rule runs: only inline has run the node by then",
-)
+@pytest.mark.on_caller(reason="the model delivers each send before the next rule runs")
 def test_bounded_pollers_match_the_model() -> None:
     run_state_machine_as_test(BoundedPollerMachine)
 
