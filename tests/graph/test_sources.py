@@ -338,3 +338,30 @@ def test_context_helpers_convert_like_the_python_builtins() -> None:
         with pytest.raises(flowplex.KernelError, match=r"\[s\] ValueError: source_yield: delay must be a number"):
             g.wait_done(timeout=10)
         assert g.counter_value("hits") == 4
+
+
+@flowplex.kernel("SrcYieldsLate")
+class SrcYieldsLate(flowplex.Kernel):
+    """A source whose first call is still running when the graph is cancelled, then yields."""
+
+    entered: ClassVar[threading.Event] = threading.Event()
+
+    def process(self, cc: flowplex.Context) -> None:
+        self.entered.set()
+        time.sleep(0.2)
+        cc.source_yield(10.0)
+
+
+@pytest.mark.self_running(reason="the source runs while the test thread cancels")
+def test_a_yield_that_ends_after_cancel_parks_nothing() -> None:
+    # lm-flow would park the source for the whole delay; a cancelled graph must end at once.
+    SrcYieldsLate.entered.clear()
+    with flowplex.Graph.from_yaml("nodes: [{ name: s, kernel: SrcYieldsLate, output_ports: [a] }]\n"
+                                  "output_ports: [a]\n") as g:
+        g.start()
+        assert SrcYieldsLate.entered.wait(5)
+        g.cancel()
+        t0 = time.monotonic()
+        with pytest.raises(flowplex.GraphCancelled):
+            g.wait_done(timeout=3)
+        assert time.monotonic() - t0 < 1.0

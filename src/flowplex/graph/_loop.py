@@ -205,7 +205,8 @@ class Scheduler:
                     node.source_done = True
                     node.closable = True
                     ctx._source_done = False
-                else:
+                elif not (status.cancelled or status.error is not None):
+                    # (A yield after a cancel or a failure parks nothing: the source closes.)
                     self.sources.pace(node, ctx)
                 ctx._yield = None
             self._flush_finished(node, ctx)
