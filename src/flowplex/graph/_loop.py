@@ -28,6 +28,7 @@ from .._timestamps import TS_MAX, TS_MIN, next_allowed
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
 from ..kernels._host import describe_failure as _describe
 from ..packets import _thread_cow_counts
+from ._claims import NO_WORK
 from ._engine_common import _BUFFER, _is_power_of_two, _output_type_error, input_type_error
 from ._nodes import takes_at_once
 from ._seam import apply_outcome, invocation_of
@@ -387,17 +388,13 @@ class Scheduler:
                 if (port is None and poller is None) or len(ctx._out[0]) != 1 or ctx._bounds is not None:
                     self.complete(node, ctx, None, "")
                     return
-            nxt = self._hop_land(node, ctx, edge, port, poller)
+            nxt, subs = self._hop_land(node, ctx, edge, port, poller)
             if nxt is ctx:
                 self.complete(node, ctx, None, "")
                 return
             wake = self.status.wakeup
             if wake is not None:
                 wake()
-            claims = self.claims
-            subs = claims.out  # ``claims.take()``, inline: this runs once per hop
-            if subs:
-                claims.out = []
             if nxt is None:
                 follow = self._hop_follow(executor, backlog, subs)
                 if follow is None:
@@ -416,11 +413,12 @@ class Scheduler:
             ctx = nxt
 
     def _hop_land(self, node: Node, ctx: Context, edge: Edge | None, port: InPort | None,
-                  poller: Poller | None) -> Context | None:
+                  poller: Poller | None) -> tuple[Context | None, list[Submission]]:
         """Under the lock: finish a hop invocation and land its one packet (if any).
 
         Returns ``ctx`` when ``complete`` must take over (decided under the lock), the
-        consumer's claimed context when the packet was handed over, else None.
+        consumer's claimed context when the packet was handed over, else None; and the other
+        work claimed meanwhile, taken from the outbox before the lock is released.
         """
         status = self.status
         budget = self.budget
@@ -431,7 +429,7 @@ class Scheduler:
         try:
             # (A running hop node is never `blocked`: it has one output, to a plain port.)
             if status.halted or self.blocking.retry:
-                return ctx
+                return ctx, NO_WORK
             node.processed += 1
             node.in_flight = 0
             node.next_flush = ctx.seq + 1
@@ -483,9 +481,15 @@ class Scheduler:
                 self.closing.try_close(node)
             if status.waiters:
                 status.changed.notify_all()
+            claims = self.claims
+            subs = claims.out  # ``claims.take()``, inline: this runs once per hop
+            if subs:
+                claims.out = []
+            else:
+                subs = NO_WORK  # never the live outbox: other threads append to it
         finally:
             lock.release()
-        return nxt
+        return nxt, subs
 
     def _hop_follow(self, executor: object, backlog: Sized | None, subs: list[Submission]) -> Context | None:
         """After a hop with no hand-over: the one claimed invocation to run in this loop, if it
