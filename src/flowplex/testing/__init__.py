@@ -1,8 +1,9 @@
 """Test helpers: run the same graph on any executor.
 
 ``default_executor(kind)`` places the default slot of every graph built inside the ``with``
-block on another executor (``"inline"``, ``"threads"``, ``"delegating"`` or ``"loopback"``, or a
-factory), so one suite checks that every executor gives the same results.
+block on another executor (``"inline"``, ``"threads"``, ``"delegating"``, ``"loopback"`` or
+``"processes"``, or a factory), so one suite checks that every executor gives the same results.
+Under ``"processes"`` (a pool of 2 worker processes) kernels must live in importable modules.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from contextlib import contextmanager
 from ..errors import UsageError
 from ..executors import DelegatingExecutor, InlineExecutor, ThreadPoolExecutor
 from ..executors._placement import ExecutorFactory, _default_factory
+from ..processes import ProcessPoolExecutor
 from ._loopback import LoopbackExecutor as LoopbackExecutor
 
 __all__ = ["EXECUTOR_KINDS", "LoopbackExecutor", "default_executor"]
 
-EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback")
+EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback", "processes")
 """The kinds ``default_executor`` accepts by name."""
 
 
@@ -30,6 +32,8 @@ def _factory(kind: str) -> ExecutorFactory:
         return DelegatingExecutor
     if kind == "loopback":
         return LoopbackExecutor
+    if kind == "processes":
+        return lambda name: ProcessPoolExecutor(name, 2)
     msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
     raise UsageError(msg)
 
