@@ -135,3 +135,13 @@ class PExit(flowplex.Kernel):
 
     def process(self, cc: flowplex.Context) -> None:
         os._exit(cc.option_int("code", 3))
+
+
+@flowplex.kernel("PSegfault")
+class PSegfault(flowplex.Kernel):
+    """Crashes its worker process with a segmentation fault, as a broken C extension would."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        import ctypes
+
+        ctypes.string_at(0)

@@ -18,6 +18,7 @@ import contextlib
 import logging
 import pickle
 import signal
+import sys
 import threading
 from collections import deque
 from multiprocessing.connection import wait
@@ -26,7 +27,7 @@ from typing import TYPE_CHECKING, Final, final
 from ..errors import BrokenError
 from ..executors import _codec as codec
 from ..executors._invocation import Outcome
-from ._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest
+from ._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, main_path
 from ._worker import main
 
 if TYPE_CHECKING:
@@ -42,6 +43,30 @@ EXIT_WAIT_S: Final = 1.0
 """How long a worker whose pipe closed may take to exit before it is killed."""
 KILL_WAIT_S: Final = 2.0
 """How long to wait for a killed (SIGTERM, then SIGKILL) worker to be reaped."""
+
+
+_main_lock: Final = threading.Lock()
+
+
+def _start(process: SpawnProcess | ForkServerProcess) -> None:
+    """``process.start()``, without the main module when the worker could not import it.
+
+    multiprocessing re-runs the host's main module in the worker from its ``__file__``; for a
+    program read from stdin that is ``<stdin>``, no file, and the worker would die at once. Its
+    ``__file__`` is hidden while the worker starts (briefly, under a lock): the worker then runs
+    without it, as for ``python -c``.
+    """
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or main_path() is not None or getattr(main, "__spec__", None) is not None:
+        process.start()
+        return
+    with _main_lock:
+        del main.__file__
+        try:
+            process.start()
+        finally:
+            main.__file__ = path
 
 
 def describe_exit(exitcode: int | None) -> str:
@@ -112,7 +137,7 @@ class WorkerLink:
         self._process: SpawnProcess | ForkServerProcess = context.Process(
             target=main, args=(child,), name=f"flowplex-{executor}-{slot}", daemon=True)
         try:
-            self._process.start()
+            _start(self._process)
         except BaseException:
             parent.close()
             raise

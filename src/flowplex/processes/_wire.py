@@ -12,6 +12,8 @@ the worker makes it again from the spec (``make_route_kernel``).
 
 from __future__ import annotations
 
+import multiprocessing.process
+import os
 import pickle
 import sys
 from dataclasses import dataclass
@@ -37,6 +39,7 @@ __all__ = [
     "HostRequest",
     "decode_recipe",
     "encode_recipe",
+    "main_path",
 ]
 
 MAGIC: Final = codec.MAGIC
@@ -116,10 +119,12 @@ def decode_recipe(frame: bytes, route_classes: dict[int, tuple[NodeSpec, type[Ke
     again (a restart) keeps its instance.
 
     Raises:
-        UsageError: The frame does not hold a recipe, or the class cannot be imported here
-            (the cause's text is in the message).
+        UsageError: The frame does not hold a recipe.
+        Exception: Whatever importing the kernel class raised (``ModuleNotFoundError``,
+            ``AttributeError``...), as is: the host reports it.
     """
-    wire = codec.decode(codec.from_frame(frame))
+    encoded = codec.from_frame(frame)
+    wire = pickle.loads(encoded.header, buffers=encoded.buffers)  # not codec.decode: keep the import error
     if type(wire) is not WireRecipe:
         msg = f"decode_recipe: the message holds a {type(wire).__name__}, not a recipe"
         raise UsageError(msg)
@@ -134,11 +139,26 @@ def decode_recipe(frame: bytes, route_classes: dict[int, tuple[NodeSpec, type[Ke
     return NodeRecipe(wire.index, wire.spec, cls, wire.strict_ports, wire.side_packets)
 
 
+def main_path() -> str | None:
+    """The file a spawned worker re-imports the host's ``__main__`` from (multiprocessing does,
+    as ``__mp_main__``); None when it imports ``__main__`` by module name (``python -m``) or not
+    at all: a program without a file (an interactive session, ``python -c``, a script read from
+    stdin, whose ``__file__`` is ``<stdin>``)."""
+    main = sys.modules.get("__main__")
+    if getattr(getattr(main, "__spec__", None), "name", None) is not None:
+        return None
+    path = getattr(main, "__file__", None)
+    if not isinstance(path, str):
+        return None
+    start_dir = getattr(multiprocessing.process, "ORIGINAL_DIR", None) or ""  # where multiprocessing resolves it
+    return path if os.path.isfile(os.path.join(start_dir, path)) else None
+
+
 def _class_problem(cls: type) -> str:
     """Why a worker could not import ``cls`` by reference ("" when it can, as far as we can tell)."""
     if cls.__module__ == "__main__":
         main = sys.modules.get("__main__")
-        if getattr(main, "__file__", None) is None and getattr(getattr(main, "__spec__", None), "name", None) is None:
+        if main_path() is None and getattr(getattr(main, "__spec__", None), "name", None) is None:
             return ("it is defined in `__main__` of a program that has no file (an interactive session, "
                     "`python -c`, or a script read from stdin)")
     if "<locals>" in cls.__qualname__:
