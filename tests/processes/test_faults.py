@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -90,7 +91,7 @@ def test_invocations_to_a_dead_worker_complete_at_once_with_the_reason(tmp_path:
         (pid,) = pool.pids
         os.kill(pid, signal.SIGKILL)
         deadline = time.monotonic() + WAIT_S
-        while any(workers_alive(pool)):
+        while not all(workers_lost(pool)):  # the receiver has seen the death
             assert time.monotonic() < deadline
             time.sleep(0.01)
         got: list[Outcome] = []
@@ -104,8 +105,8 @@ def test_invocations_to_a_dead_worker_complete_at_once_with_the_reason(tmp_path:
             pool.host([])
 
 
-def workers_alive(pool: ProcessPoolExecutor) -> list[bool]:
-    return [link.alive for link in pool._links]
+def workers_lost(pool: ProcessPoolExecutor) -> list[str]:
+    return [link.lost for link in pool._links]
 
 
 def test_a_kernel_class_defined_in_a_function_is_a_clear_error_at_start(no_leftover_workers: None) -> None:
@@ -164,6 +165,40 @@ output_ports: [z]
     assert str(info.value).endswith(
         "of executor `pool`: ModuleNotFoundError: No module named 'flowplex_test_ghost_module'; move the class "
         "into a module the workers can import (on sys.path), or name its file in the graph's `imports:`")
+
+
+def test_a_kernel_file_that_fails_to_load_in_the_worker_says_why(tmp_path: Path,
+                                                                   caplog: pytest.LogCaptureFixture) -> None:
+    module = tmp_path / "host_only_kernels.py"
+    module.write_text(textwrap.dedent("""
+        import multiprocessing
+        import flowplex
+
+        if multiprocessing.parent_process() is not None:
+            raise RuntimeError("only in the host")
+
+        @flowplex.kernel("PHostOnly")
+        class HostOnly(flowplex.Kernel):
+            def process(self, cc):
+                cc.forward(0, 0)
+    """))
+    body = f"""
+imports: ["{module}"]
+nodes:
+  - {{ name: h, kernel: PHostOnly, input_ports: [x], output_ports: [y], executor: pool }}
+input_ports: [x]
+output_ports: [y]
+"""
+    with flowplex.Graph.from_yaml(pool_yaml(body, 1)) as g, pytest.raises(ConfigError) as info:
+        g.start()
+    assert re.fullmatch(
+        r"nodes\[0\] \(node `h`\): kernel class `flowplex_import_host_only_kernels_\w+\.HostOnly` cannot be "
+        r"imported in worker process \d+ of executor `pool`: ModuleNotFoundError: No module named "
+        rf"'flowplex_import_host_only_kernels_\w+' \(loading `{re.escape(str(module))}` failed there too: "
+        r"ConfigError: `.*`: cannot import file `.*`: RuntimeError: only in the host\); move the class into a "
+        r"module the workers can import \(on sys\.path\), or name its file in the graph's `imports:`",
+        str(info.value)), str(info.value)
+    assert any("process.worker.import.failed" in r.getMessage() for r in caplog.records)
 
 
 def test_a_kernel_in_main_of_a_script_read_from_stdin_is_a_clear_error() -> None:

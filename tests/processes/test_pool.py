@@ -74,7 +74,7 @@ def test_a_chain_on_the_pool_gives_the_inline_results_from_worker_processes(no_l
     assert len(pids) == 1 and os.getpid() not in pids  # b ran in one worker, not here
 
 
-def test_nodes_are_placed_round_robin_and_keep_their_worker() -> None:
+def test_nodes_are_placed_round_robin_and_keep_worker_and_state_across_a_restart() -> None:
     body = """
 nodes:
   - { name: a, kernel: PCount, input_ports: [x], output_ports: [y], executor: pool }
@@ -83,54 +83,63 @@ nodes:
 input_ports: [x]
 output_ports: [y, z, w]
 """
-    with flowplex.Graph.from_yaml(pool_yaml(body)) as g:
+
+    def run(g: flowplex.Graph, n: int) -> dict[str, list[tuple[int, int]]]:
         outs = {port: g.add_poller(port) for port in ("y", "z", "w")}
         g.start()
-        for ts in range(3):
+        for ts in range(n):
             g.send("x", ts, ts=ts)
         g.close_all_inputs()
-        got = {port: [p.as_int() for p in poller] for port, poller in outs.items()}
+        got = {port: [divmod(p.as_int() or 0, 1_000_000) for p in poller] for port, poller in outs.items()}
         g.wait_done(timeout=WAIT_S)
-    pid = {port: {v % 1_000_000 for v in vs} for port, vs in got.items()}  # type: ignore[operator]
+        return got
+
+    with flowplex.Graph.from_yaml(pool_yaml(body)) as g:
+        first = run(g, 2)
+        g.reset()  # kernels stay opened, on their workers
+        second = run(g, 1)
+    pid = {port: {p for _, p in first[port] + second[port]} for port in first}
     assert all(len(p) == 1 for p in pid.values())
     assert pid["y"] == pid["w"] != pid["z"]  # a and c on worker 0, b on worker 1
-    assert [v // 1_000_000 for v in got["y"]] == [1, 2, 3]  # one instance per node, its state kept  # type: ignore[operator]
+    assert os.getpid() not in pid["y"] | pid["z"]
+    assert [n for n, _ in first["y"] + second["y"]] == [1, 2, 3]  # one instance per node, its state kept
 
 
-def test_numpy_buffers_cross_both_ways() -> None:
-    body = """
-nodes:
-  - { name: s, kernel: PScale, input_ports: [x], output_ports: [y], executor: pool, options: { factor: 3 } }
-input_ports: [x]
-output_ports: [y]
-"""
-    frame = np.arange(1 << 16, dtype=np.float32).reshape(256, 256)
-    with flowplex.Graph.from_yaml(pool_yaml(body, 1)) as g:
-        out = g.add_poller("y")
-        g.start()
-        g.send("x", frame, ts=1)
-        g.close_all_inputs()
-        got = [p.as_numpy() for p in out]
-        g.wait_done(timeout=WAIT_S)
-    assert len(got) == 1 and got[0].shape == (256, 256) and np.array_equal(got[0], frame * 3)
-
-
-def test_options_side_packets_counters_and_logs_cross(caplog: pytest.LogCaptureFixture) -> None:
+def test_what_a_callback_does_crosses_back(caplog: pytest.LogCaptureFixture) -> None:
+    """Options, side packets, counters, logs, numpy buffers, set_error and errors that do not unpickle."""
     body = """
 nodes:
   - { name: r, kernel: PReport, input_ports: [x], output_ports: [y], executor: pool, options: { tag: t } }
-input_ports: [x]
-output_ports: [y]
+  - { name: s, kernel: PScale, input_ports: [f], output_ports: [g], executor: pool, options: { factor: 3 } }
+  - { name: e, kernel: PSetError, input_ports: [x], output_ports: [ey], executor: pool, on_error: skip }
+  - { name: o, kernel: POdd, input_ports: [x], output_ports: [oy], executor: pool, on_error: skip }
+input_ports: [x, f]
+output_ports: [y, g, ey, oy]
 """
-    with caplog.at_level(logging.WARNING, logger="flowplex"), flowplex.Graph.from_yaml(pool_yaml(body, 1)) as g:
+    frame = np.arange(1 << 16, dtype=np.float32).reshape(256, 256)
+    with caplog.at_level(logging.WARNING, logger="flowplex"), flowplex.Graph.from_yaml(pool_yaml(body)) as g:
         g.set_side_packet("base", 100)
-        got = run_values(g, "y", [1, 2, 3])
+        y, scaled = g.add_poller("y"), g.add_poller("g")
+        g.start()
+        for ts in range(3):
+            g.send("x", ts + 1, ts=ts)
+        g.send("f", frame, ts=0)
+        g.close_all_inputs()
+        got = [p.as_str() for p in y]
+        arrays = [p.as_numpy() for p in scaled]
+        g.wait_done(timeout=WAIT_S)
         counters = {name: g.counter_value(name) for name in ("opened", "seen", "sum", "closed")}
+        errors = {n.node_name: n.errors for n in g.node_stats()}
     assert got == ["t:101", "t:102", "t:103"]
     assert counters == {"opened": 1, "seen": 3, "sum": 6, "closed": 1}
-    logged = [r.getMessage() for r in caplog.records if r.name.startswith("flowplex") and "saw" in r.getMessage()]
+    assert len(arrays) == 1 and arrays[0].shape == (256, 256) and np.array_equal(arrays[0], frame * 3)
+    messages = [r.getMessage() for r in caplog.records if r.name.startswith("flowplex")]
+    logged = [m for m in messages if " saw " in m]
     assert len(logged) == 3 and all(m.startswith("[r] saw ") for m in logged)
-    assert str(os.getpid()) not in logged[0]
+    assert str(os.getpid()) not in logged[0]  # logged in the worker
+    assert (errors["e"], errors["o"]) == (3, 3)
+    skips = {m.split(" so far: ", 1)[1] for m in messages if "skipping a failed packet" in m}
+    assert skips == {"OddError: odd 1/2", "RuntimeError: the frame was empty"}
 
 
 def test_a_kernel_error_names_the_node_and_carries_the_workers_traceback() -> None:
@@ -150,23 +159,6 @@ output_ports: [y]
     notes = "\n".join(getattr(cause, "__notes__", []))
     assert "raised in the kernel host of node `f`" in notes
     assert re.search(r'kernels\.py", line \d+, in explode', notes)
-
-
-def test_set_error_text_and_an_exception_that_does_not_unpickle_still_tell(caplog: pytest.LogCaptureFixture) -> None:
-    body = """
-nodes:
-  - { name: e, kernel: PSetError, input_ports: [x], output_ports: [y], executor: pool, on_error: skip }
-  - { name: o, kernel: POdd, input_ports: [x], output_ports: [z], executor: pool, on_error: skip }
-input_ports: [x]
-output_ports: [y, z]
-"""
-    with caplog.at_level(logging.WARNING, logger="flowplex"), flowplex.Graph.from_yaml(pool_yaml(body)) as g:
-        assert run_values(g, "y", [1]) == []
-        errors = {n.node_name: n.errors for n in g.node_stats()}
-    assert errors == {"e": 1, "o": 1}
-    skips = sorted(r.getMessage().split(": ", 1)[1] for r in caplog.records if "skipping" in r.getMessage())
-    assert skips == ["skipping a failed packet (on_error=skip), 1 so far: OddError: odd 1/2",
-                     "skipping a failed packet (on_error=skip), 1 so far: RuntimeError: the frame was empty"]
 
 
 def test_sources_on_the_pool_yield_and_finish() -> None:
@@ -221,22 +213,6 @@ output_ports: [small, big]
         got = ([p.as_int() for p in small], [p.as_int() for p in big])
         g.wait_done(timeout=WAIT_S)
     assert got == ([-1, -2], [-3, -4])
-
-
-def test_a_restart_after_reset_keeps_the_worker_and_the_kernel_state() -> None:
-    body = """
-nodes:
-  - { name: c, kernel: PCount, input_ports: [x], output_ports: [y], executor: pool }
-input_ports: [x]
-output_ports: [y]
-"""
-    with flowplex.Graph.from_yaml(pool_yaml(body, 1)) as g:
-        first = run_values(g, "y", [0, 1])
-        g.reset()
-        second = run_values(g, "y", [0])
-    counts = [v // 1_000_000 for v in first + second]  # type: ignore[operator]
-    assert counts == [1, 2, 3]
-    assert len({v % 1_000_000 for v in first + second}) == 1  # type: ignore[operator]
 
 
 def test_stats_report_the_invocation_running_in_a_worker(tmp_path: Path) -> None:

@@ -28,7 +28,8 @@ from typing import Final
 
 from ..errors import ConfigError
 
-__all__ = ["describe_exception", "import_target", "imports_so_far", "is_file_target", "record_import"]
+__all__ = ["describe_exception", "file_module_name", "import_target", "imports_so_far", "is_file_target",
+           "record_import"]
 
 _FILE_PREFIX: Final = "flowplex_import_"
 _lock: Final = threading.RLock()  # re-entrant: a kernel file may itself load a graph with imports
@@ -140,6 +141,11 @@ def _alias_loaded_file(target: str) -> None:
         loaded = sys.modules.get(_module_name(os.path.realpath(spec.origin)))
         if loaded is not None:
             sys.modules[target] = loaded
+
+
+def file_module_name(path: str) -> str:
+    """The name in ``sys.modules`` of the ``.py`` file ``path`` once ``import_target`` ran it."""
+    return _module_name(os.path.realpath(path))
 
 
 def _module_name(real: str) -> str:

@@ -366,17 +366,5 @@ class WorkerLink:
             except ValueError:  # closed by ``finish``: reaped long ago
                 pass
 
-    @property
-    def alive(self) -> bool:
-        """Whether the worker still serves (not lost, and its process has not exited)."""
-        if self._lost:
-            return False
-        with self._reap:
-            try:
-                return self._process.is_alive()
-            except ValueError:
-                return False
-
-
 class _ProtocolError(Exception):
     """An answer that does not fit the oldest waiter (a flowplex bug)."""

@@ -26,7 +26,7 @@ from ..executors import TaskStats
 from ..executors import _codec as codec
 from ..executors._protocol import Inbox, Task
 from ..kernels._host import failed_outcome
-from ..kernels._loading import imports_so_far
+from ..kernels._loading import file_module_name, imports_so_far
 from ._link import WorkerLink
 from ._wire import HostRequest, encode_recipe
 
@@ -137,10 +137,11 @@ class ProcessPoolExecutor:
         failures: dict[int, str] = {}
         for link, hosting in sent:
             reply = link.await_hosting(hosting, max(0.0, deadline - time.monotonic()))
-            for note in reply.notes:
-                log.warning("process.worker.import.failed executor=%r pid=%d: %s", self.name, link.pid, note)
+            for kind, value, text in reply.lost_imports:
+                log.warning("process.worker.import.failed executor=%r pid=%d %s=%r: %s", self.name, link.pid, kind,
+                            value, text)
             for index, text in reply.failures:
-                failures.setdefault(index, self._hosting_failure(recipes, index, text, link))
+                failures.setdefault(index, self._hosting_failure(recipes, index, text, link, reply.lost_imports))
         if failures:
             first = min(failures, key=lambda i: (i < 0, i))
             raise ConfigError(failures[first])
@@ -164,12 +165,18 @@ class ProcessPoolExecutor:
                 raise BrokenError(msg)
         return placed
 
-    def _hosting_failure(self, recipes: list[NodeRecipe], index: int, text: str, link: WorkerLink) -> str:
+    def _hosting_failure(self, recipes: list[NodeRecipe], index: int, text: str, link: WorkerLink,
+                         lost: list[tuple[str, str, str]]) -> str:
         recipe = next((r for r in recipes if r.index == index), None)
         if recipe is None:
             return text  # a kernel constructor's error: it names the node already
         cls = recipe.kernel_cls
-        return (f"{recipe.spec.label}: kernel class `{cls.__module__}.{cls.__qualname__}` cannot be imported "
+        module = cls.__module__
+        for kind, value, why in lost:
+            if (module == value or module.startswith(f"{value}.") if kind == "module"
+                    else kind == "file" and module == file_module_name(value)):
+                text += f" (loading `{value}` failed there too: {why})"
+        return (f"{recipe.spec.label}: kernel class `{module}.{cls.__qualname__}` cannot be imported "
                 f"in worker process {link.pid} of executor `{self.name}`: {text}; move the class into a module "
                 "the workers can import (on sys.path), or name its file in the graph's `imports:`")
 

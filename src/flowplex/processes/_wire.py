@@ -82,8 +82,8 @@ class HostReply:
 
     failures: list[tuple[int, str]]
     """``(node index, message)``; the message starts with the node's label."""
-    notes: list[str]
-    """Kernel code the host loaded that this worker could not load (one line each)."""
+    lost_imports: list[tuple[str, str, str]]
+    """``(kind, value, error)`` of the kernel code the host loaded that this worker could not."""
 
 
 def encode_recipe(recipe: NodeRecipe, executor: str) -> bytes:

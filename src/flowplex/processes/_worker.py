@@ -119,29 +119,29 @@ class _Worker:
 
     def _host(self, request: HostRequest) -> HostReply:
         """Load the host's kernel code, decode each recipe, then host them all (or none)."""
-        notes = self._replay(request.imports)
+        lost = self._replay(request.imports)
         failures: list[tuple[int, str]] = []
         recipes: list[NodeRecipe] = []
         for index, frame in request.recipes:
             try:
                 recipes.append(decode_recipe(frame, self._route_classes))
             except Exception as exc:
-                failures.append((index, self._why(exc, notes)))
+                failures.append((index, describe_exception(exc)))
         if not failures:
             try:
                 self._hosts.host(recipes)
             except (ConfigError, UsageError) as exc:
                 failures.append((-1, str(exc)))
-        return HostReply(failures, notes)
+        return HostReply(failures, lost)
 
-    def _replay(self, imports: tuple[tuple[str, str], ...]) -> list[str]:
-        """Load what the host loaded for kernels, each once; what failed, one line each.
+    def _replay(self, imports: tuple[tuple[str, str], ...]) -> list[tuple[str, str, str]]:
+        """Load what the host loaded for kernels, each once; ``(kind, value, error)`` of each failure.
 
         A file that no longer exists is skipped: nothing could import it, here or there.
         """
         from ..kernels._registry import kernel_class
 
-        notes: list[str] = []
+        lost: list[tuple[str, str, str]] = []
         for entry in imports:
             if entry in self._loaded:
                 continue
@@ -153,15 +153,7 @@ class _Worker:
                 if kind == "entry_point":
                     kernel_class(value, where="entry point")
                 else:
-                    import_target(value, base=Path.cwd(), where=f"worker import of `{value}`")
+                    import_target(value, base=Path.cwd(), where=f"`{value}`")
             except Exception as exc:
-                notes.append(describe_exception(exc))
-        return notes
-
-    @staticmethod
-    def _why(exc: BaseException, notes: list[str]) -> str:
-        text = describe_exception(exc)
-        if notes:
-            text += f" (kernel code the host loaded that failed here: {'; '.join(notes)})"
-        return text
-
+                lost.append((kind, value, describe_exception(exc)))
+        return lost
