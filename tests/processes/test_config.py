@@ -14,6 +14,7 @@ import flowplex
 from flowplex.config import load_yaml
 from flowplex.config._load import load_plan
 from flowplex.config._schema import json_schema
+from flowplex.diagnostics._check import check_config
 from flowplex.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -111,6 +112,15 @@ def test_default_executor_places_every_node_that_names_none() -> None:
     assert placement(GRAPH % "", default_executor="io") == {"a": "io", "b": "io", "c": "default", "s/p": "io"}
     assert placement(GRAPH % "default_executor: cpu", default_executor="io")["a"] == "io"  # the flag wins
     assert load_yaml(GRAPH % "default_executor: cpu").default_executor == "cpu"
+
+
+def test_check_reports_a_pool_and_where_the_nodes_run(tmp_path: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text(GRAPH % "default_executor: cpu")
+    report = check_config(graph).to_json()
+    assert report["executors"][1] == {"name": "cpu", "type": "ProcessPoolExecutor", "threads": 0, "affinity": [],
+                                      "priority": 0, "processes": 1}
+    assert [n["executor"] for n in report["nodes"]] == ["cpu", "io", "default", "cpu"]
 
 
 def test_an_unknown_default_executor_is_an_error_with_a_suggestion(tmp_path: Path) -> None:

@@ -46,6 +46,7 @@ KILL_WAIT_S: Final = 2.0
 
 
 _main_lock: Final = threading.Lock()
+"""Held while ``__main__.__file__`` is hidden (two pools starting workers at once)."""
 
 
 def _start(process: SpawnProcess | ForkServerProcess) -> None:
@@ -109,12 +110,12 @@ class _Call:
 class Hosting:
     """A hosting request sent to the worker; the thread in ``host`` waits for ``done``."""
 
-    __slots__ = ("done", "lost", "reply")
+    __slots__ = ("done", "reply")
 
     def __init__(self) -> None:
         self.done = threading.Event()
         self.reply: HostReply | None = None
-        self.lost = ""
+        """None when ``done`` was set because the worker went away."""
 
 
 _Waiter = _Call | Hosting
