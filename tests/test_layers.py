@@ -32,10 +32,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "spec": LEAVES,  # the specs and the plan: a leaf package, so config, kernels and graph can all read it
     "_events": LEAVES | {"packets"},
     "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
+    "processes": LEAVES | {"packets", "executors", "spec", "kernels"},  # kernel hosts in worker processes
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
-    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events"},
-    "testing": LEAVES | {"packets", "executors", "spec", "kernels", "config", "graph"},  # helpers for test suites
+    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "processes"},
+    "testing": LEAVES | {"packets", "executors", "spec", "kernels", "config", "graph", "processes"},
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
 

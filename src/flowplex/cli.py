@@ -207,16 +207,18 @@ def apply_overrides(spec: Any, overrides: list[str]) -> Any:
     return dataclasses.replace(spec, nodes=nodes)
 
 
-def _load_graph(graph: Path, overrides: list[str]) -> Any:
+def _load_graph(graph: Path, overrides: list[str], default_executor: str | None = None) -> Any:
     """Build the graph (exit 2 with one line on a configuration error)."""
     import flowplex
     from flowplex.config._load import load_plan_file
     from flowplex.errors import ConfigError
 
     try:
-        if not overrides:
+        if not overrides and default_executor is None:
             return flowplex.Graph.from_yaml_file(graph)
-        spec = load_plan_file(graph).spec
+        if default_executor is not None:
+            _check_default_executor(default_executor, [ex.name for ex in load_plan_file(graph).executors])
+        spec = load_plan_file(graph, default_executor=default_executor).spec
         try:
             spec = apply_overrides(spec, overrides)
         except ValueError as exc:
@@ -224,6 +226,16 @@ def _load_graph(graph: Path, overrides: list[str]) -> Any:
         return flowplex.Graph.from_spec(spec)
     except (ConfigError, KeyError, OSError) as exc:
         raise _fail_at(graph, exc, 2) from None
+
+
+def _check_default_executor(name: str, declared: list[str]) -> None:
+    """``--default-executor NAME`` must name an executor of the graph (exit 2 otherwise)."""
+    if name not in declared:
+        from flowplex._suggest import did_you_mean
+
+        msg = (f"--default-executor {name}: the graph has no executor `{name}`{did_you_mean(name, declared)} "
+               f"(executors: {', '.join(f'`{n}`' for n in declared)})")
+        raise _usage(msg)
 
 
 def _in_flight(stats: Any) -> str:
@@ -293,6 +305,9 @@ def run(
     live: Annotated[bool | None, typer.Option("--live/--no-live",
                                               help="Live per-node table (default: when stderr is a terminal).")] = None,
     timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    default_executor: Annotated[str | None, typer.Option(
+        "--default-executor", metavar="NAME",
+        help="Run every node that names no executor on executor NAME (the YAML's `default_executor`).")] = None,
 ) -> None:
     """Run a graph whose data comes from source kernels and print what reaches its outputs.
 
@@ -311,7 +326,7 @@ def run(
         raise _usage(msg) from None
     _setup_logging()
     import_kernels(imports or [])
-    g = _load_graph(graph, overrides or [])
+    g = _load_graph(graph, overrides or [], default_executor)
     lock = threading.Lock()
     count = 0
     try:

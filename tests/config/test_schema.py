@@ -179,7 +179,7 @@ def test_value_types(text: str, pattern: str) -> None:
                 r"^executors\[0\]\.type: unknown executor type"
                 r" `ThreadPolExecutor`; did you mean `ThreadPoolExecut"
                 r"or`\?"
-                r" \(supported: ThreadPoolExecutor, DelegatingExecutor\)$"
+                r" \(supported: ThreadPoolExecutor, DelegatingExecutor\), or ProcessPoolExecutor$"
             ),
         ),
         (
@@ -187,7 +187,7 @@ def test_value_types(text: str, pattern: str) -> None:
             (
                 r"^executors\[0\]\.type: unknown executor type `Foo` \(supported: ThreadPoolExecutor, "
                 r"DelegatingExecut"
-                r"or\)$"
+                r"or\), or ProcessPoolExecutor$"
             ),
         ),
         (
@@ -348,15 +348,15 @@ def test_json_schema_covers_route_nodes() -> None:
 
 def test_json_schema_lists_every_top_level_field() -> None:
     assert set(json_schema()["properties"]) == {
-        "include", "imports", "executors", "nodes", "subgraphs", "input_ports", "output_ports", "max_queue_size",
-        "max_queued_packets", "watchdog_ms", "buffer_pool_max_bytes", "stats", "stats_timing",
+        "include", "imports", "executors", "nodes", "subgraphs", "input_ports", "output_ports", "default_executor",
+        "max_queue_size", "max_queued_packets", "watchdog_ms", "buffer_pool_max_bytes", "stats", "stats_timing",
         "trace_capacity", "strict_ports",
     }  # fmt: skip
 
 
 def test_json_schema_enumerates_policy_and_executor_types() -> None:
     text = json.dumps(json_schema())
-    for value in ("fixed_size", "sync_set", "DelegatingExecutor", "contains"):
+    for value in ("fixed_size", "sync_set", "DelegatingExecutor", "ProcessPoolExecutor", "contains"):
         assert re.search(rf'"{value}"', text)
 
 

@@ -112,14 +112,15 @@ def classify_node(model: NodeModel, site: NodeSite) -> NodeKind:
 
 def convert_executor(model: ExecutorModel) -> ExecutorSpec:
     """An ``executors[]`` entry as a spec (``type: ""`` is a pool; a pool's 0 threads is 1)."""
-    if model.type == "DelegatingExecutor":
-        # Kept as written so the plan can reject thread settings on a delegating executor.
+    if model.type in ("DelegatingExecutor", "ProcessPoolExecutor"):
+        # Kept as written so the plan can reject thread settings on an executor without threads.
         return ExecutorSpec(
             name=model.name,
-            type="DelegatingExecutor",
+            type=model.type,
             num_threads=model.num_threads,
             affinity=tuple(model.affinity),
             priority=model.priority,
+            num_processes=model.num_processes,
         )
     return ExecutorSpec(
         name=model.name,
@@ -127,6 +128,7 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
         num_threads=model.num_threads or 1,
         affinity=tuple(model.affinity),
         priority=model.priority,
+        num_processes=model.num_processes,
     )
 
 
@@ -139,8 +141,12 @@ def convert_ports(decls: list[str], site: NodeSite, kind: str, rename: Rename) -
     return port_specs(decls, rename, lambda i, message: site.error((kind, i), message))
 
 
-def convert_node(model: NodeModel, site: NodeSite, kind: NodeKind, rename: Rename = _identity) -> NodeSpec:
-    """A kernel or route node as a spec; port-valued fields go through ``rename``."""
+def convert_node(model: NodeModel, site: NodeSite, kind: NodeKind, rename: Rename = _identity,
+                 executor: str = DEFAULT_EXECUTOR) -> NodeSpec:
+    """A kernel or route node as a spec; port-valued fields go through ``rename``.
+
+    ``executor`` is where a node that names none runs (the document's ``default_executor``).
+    """
     policy = model.input_policy
     queues = model.input_queues
     return NodeSpec(
@@ -149,7 +155,7 @@ def convert_node(model: NodeModel, site: NodeSite, kind: NodeKind, rename: Renam
         path=site.spec_path,
         input_ports=convert_ports(model.input_ports, site, "input_ports", rename),
         output_ports=convert_ports(model.output_ports, site, "output_ports", rename),
-        executor=model.executor or DEFAULT_EXECUTOR,
+        executor=model.executor or executor,
         max_in_flight=model.max_in_flight or 1,
         options=_options(model.options, site, ("options",)),
         input_policy=InputPolicySpec(

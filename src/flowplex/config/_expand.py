@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
-from ..spec._specs import NodeSpec
+from ..spec._specs import DEFAULT_EXECUTOR, NodeSpec
 from ._convert import NodeSite, Rename, classify_node, convert_node, convert_ports, default_name
 from ._include import SubgraphEntry
 from ._paths import Source, YamlPath, format_path
@@ -34,14 +34,17 @@ class Expansion:
     sites: list[NodeSite] = field(default_factory=list)
 
 
-def expand_nodes(nodes: Sequence[NodeModel], source: Source, library: dict[str, SubgraphEntry]) -> Expansion:
+def expand_nodes(nodes: Sequence[NodeModel], source: Source, library: dict[str, SubgraphEntry],
+                 executor: str = DEFAULT_EXECUTOR) -> Expansion:
     """Convert the top-level nodes, expanding subgraph instances recursively.
+
+    ``executor`` is where the nodes that name none run (inner nodes of subgraphs too).
 
     Raises:
         ConfigError: An unknown or recursive subgraph, a boundary mismatch, or any node error.
     """
     out = Expansion()
-    expander = _Expander(library, out)
+    expander = _Expander(library, out, executor)
     for i, model in enumerate(nodes):
         site = NodeSite(source, ("nodes", i), default_name(model, i))
         expander.node(model, site, _identity, ())
@@ -53,15 +56,16 @@ def _identity(name: str) -> str:
 
 
 class _Expander:
-    def __init__(self, library: dict[str, SubgraphEntry], out: Expansion) -> None:
+    def __init__(self, library: dict[str, SubgraphEntry], out: Expansion, executor: str) -> None:
         self.library = library
         self.out = out
+        self.executor = executor
         self.instances: dict[str, NodeSite] = {}
 
     def node(self, model: NodeModel, site: NodeSite, rename: Rename, stack: tuple[str, ...]) -> None:
         kind = classify_node(model, site)
         if kind != "instance":
-            self.out.nodes.append(convert_node(model, site, kind, rename))
+            self.out.nodes.append(convert_node(model, site, kind, rename, self.executor))
             self.out.sites.append(site)
             return
         entry = self.library.get(model.type)

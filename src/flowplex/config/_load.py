@@ -14,7 +14,7 @@ from pathlib import Path
 from .._types import PathLike
 from ..errors import ConfigError
 from ..spec._plan import FieldPath, GraphPlan, build_plan
-from ..spec._specs import GraphSpec, PortSpec, StatsLevel
+from ..spec._specs import DEFAULT_EXECUTOR, GraphSpec, PortSpec, StatsLevel
 from ._convert import convert_executor
 from ._expand import expand_nodes
 from ._imports import run_imports
@@ -64,16 +64,22 @@ def load_yaml_file(path: PathLike) -> GraphSpec:
     return load_plan_file(path).spec
 
 
-def load_plan_file(path: PathLike) -> GraphPlan:
-    """``load_yaml_file`` that also returns the plan it checked (no second planning pass)."""
+def load_plan_file(path: PathLike, *, default_executor: str | None = None) -> GraphPlan:
+    """``load_yaml_file`` that also returns the plan it checked (no second planning pass).
+
+    ``default_executor`` replaces the document's ``default_executor`` key when given.
+    """
     name = os.fspath(path)
     text = read_text(Path(name), f"graph file `{name}`")
-    return _load(text, name, Path(name))
+    return _load(text, name, Path(name), default_executor)
 
 
-def load_plan(text: str, *, source: str | None = None) -> GraphPlan:
-    """``load_yaml`` that also returns the plan it checked (no second planning pass)."""
-    return _load(text, source, None)
+def load_plan(text: str, *, source: str | None = None, default_executor: str | None = None) -> GraphPlan:
+    """``load_yaml`` that also returns the plan it checked (no second planning pass).
+
+    ``default_executor`` replaces the document's ``default_executor`` key when given.
+    """
+    return _load(text, source, None, default_executor)
 
 
 def _stats(model: GraphModel, source: Source) -> StatsLevel:
@@ -96,14 +102,15 @@ def _unique(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
 
 
-def _load(text: str, name: str | None, file: Path | None) -> GraphPlan:
+def _load(text: str, name: str | None, file: Path | None, default_executor: str | None = None) -> GraphPlan:
     data, source = parse_document(text, name)
     model = validate_document(data, source)
     stats = _stats(model, source)
     # Relative import paths of YAML text without a file resolve against the current directory.
     imports = run_imports(model, source, file.parent if file is not None else Path.cwd())
     library = collect_subgraphs(model, source, file)
-    expansion = expand_nodes(model.nodes, source, library.subgraphs)
+    executor = default_executor or model.default_executor or DEFAULT_EXECUTOR
+    expansion = expand_nodes(model.nodes, source, library.subgraphs, executor)
     spec = GraphSpec(
         nodes=tuple(expansion.nodes),
         input_ports=_graph_ports(model.input_ports, source, "input_ports"),
@@ -116,6 +123,7 @@ def _load(text: str, name: str | None, file: Path | None) -> GraphPlan:
         stats=stats,
         trace_capacity=model.trace_capacity,
         strict_ports=model.strict_ports,
+        default_executor=executor,
         source=name,
         imports=_unique((*imports, *library.imports)),
     )

@@ -52,11 +52,19 @@ class ExecutorModel(_Model):
     """One entry of ``executors``."""
 
     name: Name = Field(default="", description="Referenced by `node.executor`; `default` is reserved.")
-    type: Literal["", "ThreadPoolExecutor", "DelegatingExecutor"] = Field(
+    type: Literal["", "ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor"] = Field(
         default="", description='"" means ThreadPoolExecutor.'
     )
     num_threads: Count = Field(
-        default=0, description="Worker threads; 0 means 1. Must be 0 on DelegatingExecutor."
+        default=0,
+        description="Worker threads; 0 means 1. Must be 0 on DelegatingExecutor and ProcessPoolExecutor.",
+    )
+    num_processes: Count = Field(
+        default=0,
+        description=(
+            "ProcessPoolExecutor only: worker processes that run the kernels of its nodes (one node "
+            "each, round robin); 0 means one per CPU."
+        ),
     )
     affinity: list[Count] = Field(
         default_factory=list, description="Worker i is pinned to affinity[i % len]."
@@ -188,6 +196,13 @@ class GraphModel(_Model):
     subgraphs: dict[Name, SubgraphModel] = Field(default_factory=dict)
     input_ports: list[Name] = Field(default_factory=list)
     output_ports: list[Name] = Field(default_factory=list)
+    default_executor: Name = Field(
+        default="",
+        description=(
+            "The executor of every node that names none (`flowplex run --default-executor` overrides "
+            'it); "" means `default`, the implicit executor.'
+        ),
+    )
     max_queue_size: Count = Field(default=100, description="Soft backlog warning threshold; 0 disables.")
     max_queued_packets: Count | None = Field(
         default=None, description="Global packet watermark; 0 means unlimited."

@@ -127,6 +127,7 @@ class CheckReport:
                     "threads": ex.num_threads,
                     "affinity": list(ex.affinity),
                     "priority": ex.priority,
+                    **({"processes": ex.num_processes} if ex.type == "ProcessPoolExecutor" else {}),
                 }
                 for ex in plan.executors
             ],

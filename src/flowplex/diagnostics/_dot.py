@@ -573,6 +573,8 @@ def _executor_kind(ex: ExecutorStats) -> str:
     label = _KIND_LABELS.get(ex.kind)
     if label is not None:
         return label
+    if ex.kind == "processes":  # display only: its workers are processes, not threads
+        return f"{ex.capacity} worker process{'es' if ex.capacity != 1 else ''}"
     cores = ",".join(str(c) for c in ex.affinity) or "any"
     text = f"{ex.threads}t · cores: {cores}"
     if ex.priority > 0:

@@ -187,7 +187,8 @@ class ExecutorStats:
     name: str
     """The executor name (``default`` for executor #0)."""
     kind: str
-    """``inline`` (flowplex's default: the thread that made work ready), ``threads`` or ``delegating``."""
+    """``inline`` (flowplex's default: the thread that made work ready), ``threads``, ``delegating``
+    or ``processes``."""
     threads: int
     """Worker threads it owns (0 for inline and delegating)."""
     affinity: tuple[int, ...]
@@ -200,7 +201,7 @@ class ExecutorStats:
     """Invocations and closes of its nodes that are claimed or executing."""
     capacity: int
     """How many tasks it runs at once: ``threads`` for a pool, 1 for delegating, 0 (no fixed
-    limit) for inline."""
+    limit) for inline, the worker processes of a process pool."""
 
     @property
     def saturated(self) -> bool:

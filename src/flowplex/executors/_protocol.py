@@ -21,9 +21,10 @@ class TaskStats:
     """What one executor holds now (``Executor.stats``); diagnostics format it."""
 
     kind: str
-    """``inline``, ``threads`` or ``delegating``: for display only, nothing branches on it."""
+    """``inline``, ``threads``, ``delegating``, ``loopback`` or ``processes``: for display only,
+    nothing branches on it."""
     threads: int
-    """Worker threads it owns (0 for inline and delegating)."""
+    """Worker threads it owns (0 for inline and delegating; a process pool's dispatcher)."""
     queued: int
     """Tasks submitted and not started yet."""
     running: int

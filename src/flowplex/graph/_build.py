@@ -15,8 +15,9 @@ from ..kernels._ports import PortTable
 from ..kernels._registry import Kernel, kernel_class
 from ..kernels._route import make_route_kernel
 from ..packets import type_name
+from ..processes import ProcessPoolExecutor
 from ..spec._plan import GraphPlan
-from ..spec._specs import ROUTE_KERNEL, GraphSpec
+from ..spec._specs import ROUTE_KERNEL, ExecutorSpec, GraphSpec
 from ._engine import Engine
 from ._nodes import BATCH, Edge, Node
 
@@ -33,15 +34,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     """Instantiate every kernel and wire the runtime; raises ``ConfigError``/``KeyError``."""
     if plan.spec.imports:
         _ensure_imported(plan.spec.imports)
-    # The factory: the only place that names executor classes (from the plan's `type`).
-    executors: list[Executor] = []
-    for i, ex in enumerate(plan.executors):
-        if i == 0:
-            executors.append(default_executor("default"))
-        elif ex.type == "DelegatingExecutor":
-            executors.append(DelegatingExecutor(ex.name))
-        else:
-            executors.append(ThreadPoolExecutor(ex.name, ex.num_threads, ex.affinity, ex.priority))
+    executors = [default_executor("default") if i == 0 else make_executor(ex) for i, ex in enumerate(plan.executors)]
 
     nodes: list[Node] = []
     for i, spec in enumerate(plan.spec.nodes):
@@ -94,6 +87,15 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     engine = Engine(nodes, edges, list(plan.graph_inputs), executors, plan.spec.strict_ports)
     configure_limits(engine, plan.spec, nodes)
     return engine
+
+
+def make_executor(spec: ExecutorSpec) -> Executor:
+    """The factory: the only place that names executor classes (from the plan's ``type``)."""
+    if spec.type == "DelegatingExecutor":
+        return DelegatingExecutor(spec.name)
+    if spec.type == "ProcessPoolExecutor":
+        return ProcessPoolExecutor(spec.name, spec.num_processes or None)
+    return ThreadPoolExecutor(spec.name, spec.num_threads, spec.affinity, spec.priority)
 
 
 def configure_limits(engine: Engine, spec: GraphSpec, nodes: list[Node]) -> None:

@@ -28,10 +28,13 @@ from typing import Final
 
 from ..errors import ConfigError
 
-__all__ = ["describe_exception", "import_target", "is_file_target"]
+__all__ = ["describe_exception", "file_module_name", "import_target", "imports_so_far", "is_file_target",
+           "record_import"]
 
 _FILE_PREFIX: Final = "flowplex_import_"
 _lock: Final = threading.RLock()  # re-entrant: a kernel file may itself load a graph with imports
+_history: Final[dict[tuple[str, str], None]] = {}
+"""What this process loaded for kernels, in order (an ordered set): see ``imports_so_far``."""
 
 
 def is_file_target(target: str) -> bool:
@@ -62,6 +65,7 @@ def import_target(target: str, *, base: Path, where: str) -> str:
     if is_file_target(target):
         path = Path(os.path.abspath(base / os.path.expanduser(target)))
         _import_file(path, target, where)
+        record_import("file", str(path))
         return str(path)
     if not all(part.isidentifier() for part in target.split(".")):
         msg = (
@@ -76,7 +80,25 @@ def import_target(target: str, *, base: Path, where: str) -> str:
     except Exception as exc:
         msg = f"{where}: cannot import module `{target}`: {describe_exception(exc)}"
         raise ConfigError(msg) from exc
+    record_import("module", target)
     return target
+
+
+def record_import(kind: str, value: str) -> None:
+    """Note that this process loaded kernel code: a ``module`` by name, a ``file`` by absolute
+    path, or the ``entry_point`` of a kernel name (``imports_so_far`` lists them)."""
+    with _lock:
+        _history[(kind, value)] = None
+
+
+def imports_so_far() -> tuple[tuple[str, str], ...]:
+    """Every ``(kind, value)`` that ``record_import`` noted, in the order first noted.
+
+    A worker process replays them before it builds kernels, so that it loads the graph's
+    ``imports:``, ``--import`` targets and ``flowplex.kernels`` entry points as this process did.
+    """
+    with _lock:
+        return tuple(_history)
 
 
 def _import_file(path: Path, shown: str, where: str) -> None:
@@ -119,6 +141,11 @@ def _alias_loaded_file(target: str) -> None:
         loaded = sys.modules.get(_module_name(os.path.realpath(spec.origin)))
         if loaded is not None:
             sys.modules[target] = loaded
+
+
+def file_module_name(path: str) -> str:
+    """The name in ``sys.modules`` of the ``.py`` file ``path`` once ``import_target`` ran it."""
+    return _module_name(os.path.realpath(path))
 
 
 def _module_name(real: str) -> str:

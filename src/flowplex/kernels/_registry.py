@@ -151,7 +151,11 @@ def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
 
     found = _entry_points.find(name, where)
     if found is not None:
-        return _register_entry_point(name, found, _entry_points.load(found, name, where), where)
+        cls = _register_entry_point(name, found, _entry_points.load(found, name, where), where)
+        from ._loading import record_import
+
+        record_import("entry_point", name)  # a worker process loads it the same way
+        return cls
     with _lock:
         names = sorted(set(_registry) | set(_PROVIDERS) | set(_entry_points.names()))
     hint = suggest(name, names)

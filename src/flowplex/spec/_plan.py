@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
@@ -210,14 +211,33 @@ class _Planner:
                         'are meaningless; drop those fields or use type: "ThreadPoolExecutor"'
                     )
                     raise self.fail(None, at, msg)
+            elif ex.type == "ProcessPoolExecutor":
+                if ex.num_threads or ex.affinity or ex.priority:
+                    msg = (
+                        "ProcessPoolExecutor runs kernels in worker processes, so `num_threads`, `affinity`, "
+                        "and `priority` do not apply; set `num_processes` instead"
+                    )
+                    raise self.fail(None, at, msg)
+                if ex.num_processes < 0:
+                    msg = f"num_processes must be >= 0 (0: one per CPU), got {ex.num_processes}"
+                    raise self.fail(None, (*at, "num_processes"), msg)
             elif ex.num_threads < 1:
                 raise self.fail(None, (*at, "num_threads"), f"num_threads must be >= 1, got {ex.num_threads}")
+            if ex.num_processes and ex.type != "ProcessPoolExecutor":
+                msg = (f"`num_processes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
+                       "drop the field or change its `type`)")
+                raise self.fail(None, (*at, "num_processes"), msg)
             if not 0 <= ex.priority <= 99:
                 raise self.fail(None, (*at, "priority"), f"priority must be in 0..99, got {ex.priority}")
             if any(core < 0 for core in ex.affinity):
                 raise self.fail(None, (*at, "affinity"), "affinity core ids must be >= 0")
             self.executor_index[ex.name] = len(self.executors)
             self.executors.append(ex)
+        default = self.spec.default_executor
+        if default not in self.executor_index:
+            hint = _hint(default, self.executor_index)
+            msg = f"undefined executor `{default}`{hint} (declare it under `executors`, or drop `default_executor`)"
+            raise self.fail(None, ("default_executor",), msg)
 
     # -- one node -----------------------------------------------------------------------------
 
@@ -378,11 +398,14 @@ class _Planner:
         if node.max_in_flight < 1:
             raise self.fail(n, ("max_in_flight",), f"max_in_flight must be >= 1, got {node.max_in_flight}")
         if node.max_in_flight > 1 and index != 0:
-            threads = 1 if ex.type == "DelegatingExecutor" else ex.num_threads
-            if threads < 2:
+            if ex.type == "ProcessPoolExecutor":
+                workers, unit = ex.num_processes or (os.cpu_count() or 1), "process"
+            else:
+                workers, unit = 1 if ex.type == "DelegatingExecutor" else ex.num_threads, "thread"
+            if workers < 2:
                 msg = (
-                    f"max_in_flight={node.max_in_flight} needs an executor with more than one thread, "
-                    f"but executor `{ex.name}` provides {threads} -- there would be no parallelism"
+                    f"max_in_flight={node.max_in_flight} needs an executor with more than one {unit}, "
+                    f"but executor `{ex.name}` provides {workers} -- there would be no parallelism"
                 )
                 raise self.fail(n, ("max_in_flight",), msg)
         if node.is_source and ex.type == "DelegatingExecutor":

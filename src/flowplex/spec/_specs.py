@@ -14,8 +14,8 @@ from .._types import OptionValue
 PolicyType = Literal["sync", "immediate", "fixed_size", "sync_set", "batch"]
 POLICY_TYPES: Final[tuple[str, ...]] = ("sync", "immediate", "fixed_size", "sync_set", "batch")
 
-ExecutorType = Literal["ThreadPoolExecutor", "DelegatingExecutor"]
-EXECUTOR_TYPES: Final[tuple[str, ...]] = ("ThreadPoolExecutor", "DelegatingExecutor")
+ExecutorType = Literal["ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor"]
+EXECUTOR_TYPES: Final[tuple[str, ...]] = ("ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor")
 
 StatsLevel = Literal["off", "basic", "full"]
 OnError = Literal["abort", "skip"]
@@ -138,6 +138,8 @@ class ExecutorSpec:
     num_threads: int = 1
     affinity: tuple[int, ...] = ()
     priority: int = 0
+    num_processes: int = 0
+    """``ProcessPoolExecutor``: worker processes; 0 means one per CPU (``os.cpu_count()``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -161,6 +163,9 @@ class GraphSpec:
     """An ``emit``/``forward`` to an output index the node lacks raises (else: ignored, counted)."""
     source: str | None = None
     """The file the graph was loaded from, if any (for messages)."""
+    default_executor: str = DEFAULT_EXECUTOR
+    """Where the nodes that name no ``executor`` were placed (the ``default_executor`` key): the
+    loader writes it into each such node's ``executor``; the plan checks that it exists."""
     imports: tuple[str, ...] = ()
     """The kernel code the graph imports (``imports:``, its includes' too, in the order they ran):
     module names and absolute ``.py`` paths. Building a graph imports them first (a no-op when

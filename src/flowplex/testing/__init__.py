@@ -2,7 +2,10 @@
 
 ``default_executor(kind)`` places the default slot of every graph built inside the ``with``
 block on another executor (``"inline"``, ``"threads"``, ``"delegating"`` or ``"loopback"``, or a
-factory), so one suite checks that every executor gives the same results.
+factory), so one suite checks that every executor gives the same results. ``"processes"`` (a
+``ProcessPoolExecutor`` of 2 workers) is accepted too, but is not one of ``EXECUTOR_KINDS``, the
+kinds whole suites run on: its workers import kernels by reference (no kernel defined inside a
+test), and each graph starts processes.
 """
 
 from __future__ import annotations
@@ -13,12 +16,14 @@ from contextlib import contextmanager
 from ..errors import UsageError
 from ..executors import DelegatingExecutor, InlineExecutor, ThreadPoolExecutor
 from ..executors._placement import ExecutorFactory, _default_factory
+from ..processes import ProcessPoolExecutor
 from ._loopback import LoopbackExecutor as LoopbackExecutor
 
 __all__ = ["EXECUTOR_KINDS", "LoopbackExecutor", "default_executor"]
 
 EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback")
-"""The kinds ``default_executor`` accepts by name."""
+"""The kinds engine suites run on; ``default_executor`` accepts these and ``"processes"``."""
+_KINDS = (*EXECUTOR_KINDS, "processes")
 
 
 def _factory(kind: str) -> ExecutorFactory:
@@ -30,7 +35,9 @@ def _factory(kind: str) -> ExecutorFactory:
         return DelegatingExecutor
     if kind == "loopback":
         return LoopbackExecutor
-    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
+    if kind == "processes":
+        return lambda name: ProcessPoolExecutor(name, 2)
+    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(_KINDS)}"
     raise UsageError(msg)
 
 

@@ -1,0 +1,147 @@
+"""Kernels for the process-pool tests: in a module, because workers import them by reference."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import flowplex
+
+
+@flowplex.kernel("PDouble")
+class PDouble(flowplex.Kernel):
+    """Emits twice its input."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, cc.input(0).as_int() * 2)
+
+
+@flowplex.kernel("PPid")
+class PPid(flowplex.Kernel):
+    """Emits ``input * 1_000_000 + pid`` of the process that runs it."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, cc.input(0).as_int() * 1_000_000 + os.getpid())
+
+
+@flowplex.kernel("PScale")
+class PScale(flowplex.Kernel):
+    """Emits a new array: the input array times option ``factor``."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, cc.input(0).as_numpy() * cc.option_int("factor", 2))
+
+
+@flowplex.kernel("PReport")
+class PReport(flowplex.Kernel):
+    """Emits ``"<tag>:<base + x>"``; counts and logs each packet; counts ``open`` and ``close`` too."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        cc.counter_add("opened")
+
+    def process(self, cc: flowplex.Context) -> None:
+        x = cc.input(0).as_int()
+        cc.emit(0, f"{cc.option_str('tag')}:{cc.side_packet('base').as_int() + x}")
+        cc.counter_add("seen")
+        cc.counter_add("sum", x)
+        cc.log(flowplex.LogLevel.WARN, f"saw {x} in {os.getpid()}")
+
+    def close(self, cc: flowplex.Context) -> None:
+        cc.counter_add("closed")
+
+
+@flowplex.kernel("PFail")
+class PFail(flowplex.Kernel):
+    """Forwards, but raises ``ValueError`` on the value of option ``bad``."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        x = cc.input(0).as_int()
+        if x == cc.option_int("bad", -1):
+            explode(x)
+        cc.forward(0, 0)
+
+
+def explode(x: int) -> None:
+    """A frame of its own, so that the traceback shows it."""
+    raise ValueError(f"cannot take {x}")
+
+
+@flowplex.kernel("PSetError")
+class PSetError(flowplex.Kernel):
+    """Sets an error text, then raises an exception without a message."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.set_error("the frame was empty")
+        raise RuntimeError
+
+
+class OddError(Exception):
+    """An exception that does not unpickle (its ``__init__`` takes two arguments)."""
+
+    def __init__(self, a: int, b: int) -> None:
+        super().__init__(f"odd {a}/{b}")
+
+
+@flowplex.kernel("POdd")
+class POdd(flowplex.Kernel):
+    def process(self, cc: flowplex.Context) -> None:
+        raise OddError(1, 2)
+
+
+@flowplex.kernel("PCount")
+class PCount(flowplex.Kernel):
+    """Stateful: emits how many packets this instance has seen, and its pid."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def process(self, cc: flowplex.Context) -> None:
+        self.seen += 1
+        cc.emit(0, self.seen * 1_000_000 + os.getpid())
+
+
+@flowplex.kernel("PSource")
+class PSource(flowplex.Kernel):
+    """A source: emits ``0 .. count-1`` (ts = value), calling ``source_yield(yield_s)`` after each."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        self.next = 0
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, self.next, self.next)
+        self.next += 1
+        if self.next >= cc.option_int("count", 3):
+            cc.source_done()
+        elif cc.option_float("yield_s"):
+            cc.source_yield(cc.option_float("yield_s"))
+
+
+@flowplex.kernel("PHang")
+class PHang(flowplex.Kernel):
+    """Writes its pid to option ``pid_file`` at open; each ``process`` sleeps ``sleep_s``."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        Path(cc.option_str("pid_file")).write_text(str(os.getpid()))
+
+    def process(self, cc: flowplex.Context) -> None:
+        time.sleep(cc.option_float("sleep_s", 30.0))
+        cc.forward(0, 0)
+
+
+@flowplex.kernel("PExit")
+class PExit(flowplex.Kernel):
+    """Ends its worker process with ``os._exit(code)`` on the first packet."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        os._exit(cc.option_int("code", 3))
+
+
+@flowplex.kernel("PSegfault")
+class PSegfault(flowplex.Kernel):
+    """Crashes its worker process with a segmentation fault, as a broken C extension would."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        import ctypes
+
+        ctypes.string_at(0)
