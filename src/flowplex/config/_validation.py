@@ -159,9 +159,8 @@ def _literal_message(where: _Located, value: object, expected: str) -> str:
     hint = did_you_mean(value, choices) if isinstance(value, str) else ""
     key = (where.owner, where.field)
     if key == (ExecutorModel, "type"):
-        # TODO(#14): list the three in one parenthesis once tests/graph/test_lifecycle.py allows it.
-        return (f"unknown executor type `{shown}`{hint} (supported: ThreadPoolExecutor, DelegatingExecutor), "
-                "or ProcessPoolExecutor")
+        return (f"unknown executor type `{shown}`{hint} (supported: ThreadPoolExecutor, DelegatingExecutor, "
+                "ProcessPoolExecutor)")
     if key == (InputPolicyModel, "type"):
         return (
             f"unknown input_policy `{shown}`{hint} (valid: sync / immediate / fixed_size / sync_set / batch)"
