@@ -1,8 +1,8 @@
-"""The hop fast path (``Engine._run_hop`` and the hand-overs) against the general path.
+"""The hop fast path (``Scheduler.run_hop`` and the hand-overs) against the general path.
 
 Every graph here runs twice: as built, and with the fast path switched off (``node.hop`` and
-``port.chained`` cleared, so each invocation goes through ``_finish`` → ``_flush`` →
-``_deliver`` → ``schedule``). Kernel calls, outputs, errors and stats must be identical, on
+``port.chained`` cleared, so each invocation goes through ``complete`` → ``flush`` →
+``deliver`` → ``schedule``). Kernel calls, outputs, errors and stats must be identical, on
 each executor kind (tests/conftest.py).
 """
 
