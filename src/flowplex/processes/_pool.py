@@ -17,12 +17,11 @@ import multiprocessing
 import os
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Final, final
 
 from ..errors import BrokenError, ConfigError, UsageError
-from ..executors import TaskStats
+from ..executors import TaskStats, ThreadPoolExecutor
 from ..executors import _codec as codec
 from ..executors._protocol import Inbox, Task
 from ..kernels._host import failed_outcome
@@ -97,11 +96,8 @@ class ProcessPoolExecutor:
         self.start_method = start_method
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._tasks: deque[tuple[Task, object]] = deque()
-        self._dispatchers: list[threading.Thread] = []
-        self._stopping = False
-        self._idle = 0
+        self._dispatcher = ThreadPoolExecutor(f"{name}-dispatch", self.threads)
+        """Runs the engine's tasks (each ends in ``invoke``): a thread pool's FIFO, reused."""
         self._links: list[WorkerLink] = []
         """The workers, by slot; nodes are placed on slot ``k % num_processes``, in order."""
         self._placed: dict[int, WorkerLink] = {}
@@ -211,12 +207,7 @@ class ProcessPoolExecutor:
 
     def submit(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the dispatcher thread."""
-        with self._lock:
-            if self._stopping:
-                return
-            self._tasks.append((fn, arg))
-            if self._idle:
-                self._cond.notify()
+        self._dispatcher.submit(fn, arg)
 
     submit_background = submit
 
@@ -233,34 +224,15 @@ class ProcessPoolExecutor:
 
     def stats(self) -> TaskStats:
         """Tasks waiting for the dispatcher (``queued``), invocations in workers (``running``)."""
+        queued = self._dispatcher.stats().queued
         with self._lock:
-            queued = len(self._tasks)
             links = list(self._links)
         running = sum(link.in_flight for link in links)
         return TaskStats(self.kind, self.threads, queued, running, self.num_processes)
 
     def start(self) -> None:
         """Start the dispatcher thread (idempotent; workers start in ``host``)."""
-        with self._lock:
-            self._stopping = False
-            if self._dispatchers:
-                return
-            for i in range(self.threads):
-                t = threading.Thread(target=self._dispatch, name=f"{self.name}-dispatch-{i}", daemon=True)
-                self._dispatchers.append(t)
-                t.start()
-
-    def _dispatch(self) -> None:
-        while True:
-            with self._lock:
-                while not self._tasks and not self._stopping:
-                    self._idle += 1
-                    self._cond.wait()
-                    self._idle -= 1
-                if self._stopping:
-                    return
-                fn, arg = self._tasks.popleft()
-            fn(arg)
+        self._dispatcher.start()
 
     def shutdown(self) -> None:
         """Stop the dispatcher and every worker, and reap them (idempotent).
@@ -268,11 +240,8 @@ class ProcessPoolExecutor:
         Workers exit after what they were sent, within ``STOP_GRACE_S``; then they are
         terminated (SIGTERM, then SIGKILL). Queued tasks and invocations in flight are dropped.
         """
+        self._dispatcher.shutdown()
         with self._lock:
-            self._stopping = True
-            self._tasks.clear()
-            self._cond.notify_all()
-            dispatchers, self._dispatchers = self._dispatchers, []
             links, self._links = self._links, []
         self._placed = {}
         self._outputs = {}
@@ -282,7 +251,3 @@ class ProcessPoolExecutor:
         deadline = time.monotonic() + STOP_GRACE_S
         for link in links:
             link.finish(max(0.0, deadline - time.monotonic()))
-        me = threading.current_thread()
-        for t in dispatchers:
-            if t is not me:
-                t.join(timeout=10.0)
