@@ -145,3 +145,32 @@ class PSegfault(flowplex.Kernel):
         import ctypes
 
         ctypes.string_at(0)
+
+
+@flowplex.kernel("PForward")
+class PForward(flowplex.Kernel):
+    """Forwards its input (a reference: no copy)."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.forward(0, 0)
+
+
+@flowplex.kernel("PInPlace")
+class PInPlace(flowplex.Kernel):
+    """Takes its buffer input, adds option ``add`` to its first element in place, emits it."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        p = cc.take_input(0)
+        arr = p.make_mutable()
+        arr.reshape(-1)[0] += cc.option_int("add", 1)
+        cc.emit(0, p)
+
+
+@flowplex.kernel("PMake")
+class PMake(flowplex.Kernel):
+    """Emits a new uint8 buffer of option ``size`` bytes (``new_buffer``), filled with its input."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        p, view = cc.new_buffer((cc.option_int("size", 1 << 20),), "u8")
+        view[:] = cc.input(0).as_int() % 256
+        cc.emit(0, p)

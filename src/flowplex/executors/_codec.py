@@ -83,8 +83,11 @@ class Encoded:
 # -- generic --------------------------------------------------------------------------------------
 
 
-def encode(obj: object) -> Encoded:
+def encode(obj: object, reducers: Mapping[type, _Reducer] | None = None) -> Encoded:
     """Pickle ``obj`` with protocol 5, its contiguous buffers out of band.
+
+    ``reducers`` add to (or override) the pickler's dispatch table for this call: a transport
+    that treats some objects its own way (a process pool's buffer holders).
 
     Raises:
         UsageError: ``obj`` (or something inside it) cannot be pickled.
@@ -93,6 +96,8 @@ def encode(obj: object) -> Encoded:
     stream = io.BytesIO()
     pickler = pickle.Pickler(stream, PROTOCOL, buffer_callback=buffers.append)
     table = _dispatch_table()
+    if reducers:
+        table = {**(copyreg.dispatch_table if table is None else table), **reducers}
     if table is not None:
         pickler.dispatch_table = table
     try:
@@ -127,12 +132,12 @@ def decode(encoded: Encoded) -> object:
 # -- typed ----------------------------------------------------------------------------------------
 
 
-def encode_invocation(invocation: Invocation) -> Encoded:
+def encode_invocation(invocation: Invocation, reducers: Mapping[type, _Reducer] | None = None) -> Encoded:
     """``encode`` for an ``Invocation`` (its packets' buffers go out of band)."""
     if type(invocation) is not Invocation:
         msg = f"encode_invocation: expected an Invocation, got {type(invocation).__name__}"
         raise UsageError(msg)
-    return encode(invocation)
+    return encode(invocation, reducers)
 
 
 def decode_invocation(encoded: Encoded) -> Invocation:
@@ -144,7 +149,7 @@ def decode_invocation(encoded: Encoded) -> Invocation:
     return obj
 
 
-def encode_outcome(outcome: Outcome) -> Encoded:
+def encode_outcome(outcome: Outcome, reducers: Mapping[type, _Reducer] | None = None) -> Encoded:
     """``encode`` for an ``Outcome``; its exception travels only if it pickles.
 
     The exception is pickled on its own: when that fails here, or unpickling it fails on the
@@ -157,7 +162,7 @@ def encode_outcome(outcome: Outcome) -> Encoded:
     exc = outcome.exception
     if exc is not None:
         outcome = replace(outcome, exception=_pickled_exception(exc))
-    return encode(outcome)
+    return encode(outcome, reducers)
 
 
 def decode_outcome(encoded: Encoded) -> Outcome:

@@ -54,11 +54,17 @@ from ._status import Status
 from ._waiting import Waits
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
     from .._snapshot import EngineSnapshot
     from ..executors import Executor
     from ..executors._protocol import KernelHostExecutor
     from ..packets import Packet
     from ._nodes import Edge, Node, Observer
+
+Zeros = Callable[[tuple[int, ...], "np.dtype[np.generic]"], "npt.NDArray[np.generic]"]
+"""A buffer allocator (``numpy.zeros``'s signature): ``new_buffer`` memory of a node."""
 
 OPEN_TIMEOUT_S = 60.0
 """How long ``start`` waits for a kernel host to open one kernel before calling it dead."""
@@ -74,6 +80,8 @@ class Engine:
         self.graph_inputs = [edges[name] for name in graph_inputs]
         self.executors = executors
         self.strict_ports = strict_ports
+        self.input_zeros: Zeros | None = None
+        """Where ``Graph.new_buffer`` gets memory: set at ``start`` (see ``_host_kernels``)."""
         self.stats_level = "basic"
         self.status = status = Status()
         self.budget = budget = Budget()
@@ -157,11 +165,28 @@ class Engine:
             executor.submit_background(task, arg)
 
     def _host_kernels(self) -> None:
-        """Hand each kernel-hosting executor the recipes of its nodes."""
+        """Hand each kernel-hosting executor the recipes of its nodes; a node that feeds one
+        whose executor keeps buffers in memory of its own allocates its buffers there."""
         for ex in self.executors:
             if ex.hosts_kernels:
                 host: KernelHostExecutor = ex  # type: ignore[assignment]
                 host.host([recipe_of(n, self.strict_ports) for n in self.nodes if n.executor is ex])
+        for node in self.nodes:
+            if not node.remote:
+                node.info.zeros = self._allocator_for(node.out_edges)
+        self.input_zeros = self._allocator_for(self.graph_inputs)
+
+    @staticmethod
+    def _allocator_for(edges: list[Edge]) -> Zeros | None:
+        """The buffer allocator of the first hosted consumer of ``edges`` that has one."""
+        for edge in edges:
+            for port in edge.consumers:
+                zeros = getattr(port.node.executor, "buffer_allocator", None)
+                if zeros is not None and port.node.remote:
+                    found: Zeros | None = zeros()
+                    if found is not None:
+                        return found
+        return None
 
     def _open(self, node: Node) -> None:
         """Run ``node``'s open callback (here, or on its executor's kernel host)."""

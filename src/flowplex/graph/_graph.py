@@ -292,8 +292,10 @@ class Graph:
         ``send`` hands the buffer over without copying: the view turns read-only there, and a
         kernel may write into the memory in place; the view is writeable again once no packet
         shares the buffer, the one returned here included (see ``flowplex.packets.new_buffer``).
+        When a graph input feeds a node on a process pool, the buffer is allocated in the
+        pool's shared memory (after ``start``), so that it reaches the worker without a copy.
         """
-        return new_buffer(shape, dtype)
+        return new_buffer(shape, dtype, zeros=self._engine.input_zeros)
 
     def close_input(self, port: str) -> None:
         """Close graph input ``port``."""

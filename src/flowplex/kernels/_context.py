@@ -71,6 +71,9 @@ class NodeInfo:
     else they are ignored, as lm-flow does, and counted in ``ignored_emits``."""
     ignored_emits: int = 0
     """Emits, forwards and bounds aimed at output indexes the node does not have."""
+    zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], np.ndarray] | None = None
+    """Where ``new_buffer`` gets memory (None: numpy): a process pool's shared memory when the
+    node feeds a node on one, so that its frames cross without a copy."""
 
 
 @final
@@ -290,7 +293,7 @@ class Context:
 
     def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
         """A zero-filled engine buffer and a writable view of it, to fill then emit."""
-        return new_buffer(shape, dtype)
+        return new_buffer(shape, dtype, zeros=self._info.zeros)
 
     # -- options ----------------------------------------------------------------------------
 

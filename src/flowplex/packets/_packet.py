@@ -13,7 +13,7 @@ import json
 import operator
 import sys
 import weakref
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final, NoReturn, SupportsFloat, SupportsIndex, TypeAlias, final
 
 from .._timestamps import TS_UNSET, ts_name
@@ -538,6 +538,35 @@ def holder_refs_exclusive() -> int:
     return refs
 
 
+def sole_holder(p: Packet) -> bool:
+    """Whether ``p`` is the only handle of its engine-owned buffer and nothing else references
+    the array: what ``make_mutable`` checks before writing in place. ``p`` is being handed on
+    (sent to another process), so its own writable view is dropped first: its writer is done.
+    """
+    h: _Buffer = p._value  # type: ignore[assignment]  # mirrors make_mutable's local
+    if p._tid != _BUFFER or not h.mutable:
+        return False
+    p._writable = None
+    refs = _holder_refs(h)
+    exclusive = holder_refs_exclusive()
+    if not (refs == exclusive or (refs == exclusive + 1 and _host_holds(h, p))):
+        return False
+    lent = h.lent
+    return array_refs(h) == array_refs_exclusive()[1] + (0 if lent is None else len(lent)) and (
+        lent is None or lent_alone(h))
+
+
+_zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], Array] | None = None
+"""Where ``new_buffer`` gets its memory: None is ``numpy.zeros``; a process pool's worker puts
+its buffers in shared memory (``set_buffer_allocator``)."""
+
+
+def set_buffer_allocator(zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], Array] | None) -> None:
+    """Make ``new_buffer`` allocate with ``zeros(shape, dtype)`` in this process (None: numpy's)."""
+    global _zeros
+    _zeros = zeros
+
+
 def _is_numpy(value: object, *names: str) -> bool:
     """Whether ``value`` is an instance of one of numpy's types ``names`` (False without numpy)."""
     np = sys.modules.get("numpy")
@@ -677,7 +706,8 @@ def _to_packet_slow(value: object, ts: int) -> Packet:
 
 
 def new_buffer(
-    shape: SupportsIndex | Sequence[SupportsIndex], dtype: DType | npt.DTypeLike
+    shape: SupportsIndex | Sequence[SupportsIndex], dtype: DType | npt.DTypeLike,
+    *, zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], Array] | None = None,
 ) -> tuple[Packet, Array]:
     """A zero-filled, contiguous buffer packet and a writable view to fill it with.
 
@@ -697,6 +727,8 @@ def new_buffer(
         shape: 1 to 8 non-negative dimensions, or one int for a 1-d buffer.
         dtype: A :class:`DType`, an lm-flow code (``"u8"``, ``"f32"``...; these win over numpy's
             spellings, so ``"u8"`` is uint8 and ``"i8"`` int8), or a numpy dtype or name.
+        zeros: The allocator (``zeros(shape, numpy_dtype)``; default: this process's, numpy's
+            unless a process pool's worker put its shared memory there).
 
     Raises:
         ValueError: The shape or the dtype is unsupported.
@@ -710,7 +742,8 @@ def new_buffer(
 
     code = parse_dtype(dtype)
     dims = _normalise_shape(shape)
-    arr = np.zeros(dims, dtype=numpy_dtype(code))
+    zeros = zeros or _zeros
+    arr = np.zeros(dims, dtype=numpy_dtype(code)) if zeros is None else zeros(dims, numpy_dtype(code))
     p = _new(wrap_owned(arr, code), _BUFFER, TS_UNSET)
     view = p._writable = arr.view()
     return p, view

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Final, final
 from ..errors import BrokenError
 from ..executors import _codec as codec
 from ..executors._invocation import Outcome
+from . import _transfer as transfer
 from ._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, main_path
 from ._worker import main
 
@@ -34,6 +35,7 @@ if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext, ForkServerProcess, SpawnContext, SpawnProcess
 
     from ..executors._invocation import Complete
+    from ._arena import Arena
 
 __all__ = ["Hosting", "WorkerLink", "describe_exit"]
 
@@ -125,18 +127,22 @@ _Waiter = _Call | Hosting
 class WorkerLink:
     """One worker process of a pool and the calls in flight on it."""
 
-    def __init__(self, executor: str, slot: int, context: SpawnContext | ForkServerContext) -> None:
+    def __init__(self, executor: str, slot: int, context: SpawnContext | ForkServerContext, arena: Arena) -> None:
         """Start the worker process and the two threads that talk to it.
+
+        The worker maps ``arena`` as slot ``slot + 1`` (the host is slot 0).
 
         Raises:
             OSError: The process could not be started.
         """
         self.executor = executor
+        self.arena = arena
+        self.arena_slot = slot + 1
         self.nodes: dict[int, str] = {}
         """Index → name of the nodes hosted on this worker."""
         parent, child = context.Pipe()
         self._process: SpawnProcess | ForkServerProcess = context.Process(
-            target=main, args=(child,), name=f"flowplex-{executor}-{slot}", daemon=True)
+            target=main, args=(child, arena.name, slot + 1), name=f"flowplex-{executor}-{slot}", daemon=True)
         try:
             _start(self._process)
         except BaseException:
@@ -281,7 +287,7 @@ class WorkerLink:
         with self._lock:
             waiter = self._pending.popleft() if self._pending else None
         if message.startswith(MAGIC) and type(waiter) is _Call:
-            outcome = codec.decode_outcome(codec.from_frame(view))
+            outcome = transfer.decode_outcome(view, self.arena)
             if (outcome.node, outcome.seq) != (waiter.node, waiter.seq):
                 waiter.fail("answered another invocation")
                 msg = f"outcome of node {outcome.node} seq {outcome.seq} for node {waiter.node} seq {waiter.seq}"
@@ -312,6 +318,7 @@ class WorkerLink:
         with self._lock:
             if not self._lost:
                 self._lost = how
+                self.arena.clear_slot(self.arena_slot)  # the blocks it held, and those sent to it
             waiters = list(self._pending)
             self._pending.clear()
             stopping = self._stopping

@@ -22,15 +22,19 @@ from typing import TYPE_CHECKING, Final, final
 
 from ..errors import BrokenError, ConfigError, UsageError
 from ..executors import TaskStats, ThreadPoolExecutor
-from ..executors import _codec as codec
 from ..executors._protocol import Inbox, Task
 from ..kernels._host import failed_outcome
 from ..kernels._loading import file_module_name, imports_so_far
+from . import _transfer as transfer
+from ._arena import DEFAULT_ARENA_BYTES, PAGE, Arena, ArenaStats, arena_size
 from ._link import WorkerLink
 from ._wire import HostRequest, encode_recipe
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext, SpawnContext
+
+    import numpy as np
+    import numpy.typing as npt
 
     from ..executors._invocation import Complete, Invocation, NodeRecipe
     from ._link import Hosting
@@ -69,7 +73,8 @@ class ProcessPoolExecutor:
     hosts_kernels = True
     threads = DISPATCH_THREADS
 
-    def __init__(self, name: str, num_processes: int | None = None, *, start_method: str = "spawn") -> None:
+    def __init__(self, name: str, num_processes: int | None = None, *, start_method: str = "spawn",
+                 arena_bytes: int = DEFAULT_ARENA_BYTES) -> None:
         """Describe the pool; no process starts before ``host``.
 
         Args:
@@ -78,9 +83,13 @@ class ProcessPoolExecutor:
                 If in doubt, use the number of nodes doing heavy Python work.
             start_method: ``spawn`` (a fresh interpreter per worker) or ``forkserver`` (forked
                 from one fresh server process: faster to start, same isolation).
+            arena_bytes: The size of the shared memory that frames cross in (default 256 MiB,
+                at most half of what ``/dev/shm`` has free). When it is full, whoever needs
+                room waits for packets to be consumed.
 
         Raises:
-            UsageError: ``num_processes`` is not a positive integer, or ``start_method`` is unknown.
+            UsageError: ``num_processes`` is not a positive integer, ``start_method`` is
+                unknown, or ``arena_bytes`` is less than one page (64 KiB).
         """
         if num_processes is None:
             num_processes = os.cpu_count() or 1
@@ -91,8 +100,14 @@ class ProcessPoolExecutor:
             msg = (f"ProcessPoolExecutor `{name}`: unknown start_method {start_method!r}; expected "
                    f"{' or '.join(START_METHODS)} (never fork: this process runs threads)")
             raise UsageError(msg)
+        if type(arena_bytes) is not int or arena_bytes < PAGE:
+            msg = (f"ProcessPoolExecutor `{name}`: arena_bytes must be an integer >= {PAGE} (64 KiB), "
+                   f"got {arena_bytes!r}")
+            raise UsageError(msg)
         self.name = name
         self.num_processes = num_processes
+        self.arena_bytes = arena_bytes
+        self._arena: Arena | None = None
         self.start_method = start_method
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]
         self._lock = threading.Lock()
@@ -151,7 +166,7 @@ class ProcessPoolExecutor:
                 slot = self._placements % self.num_processes
                 self._placements += 1
                 while len(self._links) <= slot:
-                    self._links.append(WorkerLink(self.name, len(self._links), self._context))
+                    self._links.append(WorkerLink(self.name, len(self._links), self._context, self._open_arena()))
                 link = self._links[slot]
             placed[recipe.index] = link
         for link in self._links:
@@ -160,6 +175,28 @@ class ProcessPoolExecutor:
                        "nodes again (workers are not restarted): build the graph again")
                 raise BrokenError(msg)
         return placed
+
+    def _open_arena(self) -> Arena:
+        arena = self._arena
+        if arena is None:
+            arena = self._arena = Arena.create(arena_size(self.arena_bytes), self.num_processes + 1)
+        return arena
+
+    def buffer_allocator(self) -> Callable[[tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]] | None:
+        """``new_buffer``'s allocator for nodes feeding this pool: its shared memory (None before
+        the first start), so that frames made for its nodes reach them without a copy."""
+        arena = self._arena
+        return None if arena is None else arena.new_array
+
+    def in_arena(self, array: npt.NDArray[np.generic]) -> bool:
+        """Whether ``array``'s memory lies in this pool's shared-memory arena (diagnostics, tests)."""
+        arena = self._arena
+        return arena is not None and arena.locate_array(array) >= 0
+
+    def arena_stats(self) -> ArenaStats | None:
+        """What the host did with the shared-memory arena (None before the first start)."""
+        arena = self._arena
+        return None if arena is None else arena.stats()
 
     def _hosting_failure(self, recipes: list[NodeRecipe], index: int, text: str, link: WorkerLink,
                          lost: list[tuple[str, str, str]]) -> str:
@@ -192,7 +229,7 @@ class ProcessPoolExecutor:
             complete(failed_outcome(invocation, UsageError(msg), outputs))
             return
         try:
-            frame = codec.to_frame(codec.encode_invocation(invocation))
+            frame = transfer.encode_invocation(invocation, link.arena, link.arena_slot)
         except UsageError as exc:
             complete(failed_outcome(invocation, exc, outputs))
             return
@@ -251,3 +288,6 @@ class ProcessPoolExecutor:
         deadline = time.monotonic() + STOP_GRACE_S
         for link in links:
             link.finish(max(0.0, deadline - time.monotonic()))
+        arena, self._arena = self._arena, None
+        if arena is not None:
+            arena.close(unlink=True)

@@ -26,6 +26,9 @@ from ..errors import ConfigError, UsageError
 from ..executors import _codec as codec
 from ..kernels._host import KernelHosts, failed_outcome
 from ..kernels._loading import describe_exception, import_target
+from ..packets._packet import set_buffer_allocator
+from . import _transfer as transfer
+from ._arena import Arena
 from ._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, decode_recipe
 
 if TYPE_CHECKING:
@@ -45,11 +48,21 @@ EXIT_PROTOCOL: Final = 71
 """The exit code of a worker that received a message it cannot read (a flowplex bug)."""
 
 
-def main(conn: Connection) -> None:
-    """Serve the pool on ``conn`` until it closes or says stop (the worker's entry point)."""
+def main(conn: Connection, arena_name: str, slot: int) -> None:
+    """Serve the pool on ``conn`` until it closes or says stop (the worker's entry point).
+
+    The worker maps the pool's arena as ``slot``; its kernels' ``new_buffer`` allocates there,
+    so that what they make reaches the host without a copy.
+    """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
-    _Worker(conn).serve()
+    arena = Arena.attach(arena_name, slot)
+    set_buffer_allocator(arena.new_array)
+    try:
+        _Worker(conn, arena).serve()
+    finally:
+        set_buffer_allocator(None)
+        arena.close(unlink=False)
 
 
 def _watch_parent(parent: int) -> None:
@@ -68,8 +81,9 @@ def _watch_parent(parent: int) -> None:
 class _Worker:
     """The nodes hosted in this process and the pipe to the pool."""
 
-    def __init__(self, conn: Connection) -> None:
+    def __init__(self, conn: Connection, arena: Arena) -> None:
         self._conn = conn
+        self._arena = arena
         self._hosts = KernelHosts()
         self._loaded: set[tuple[str, str]] = set()
         self._route_classes: dict[int, tuple[NodeSpec, type[Kernel]]] = {}
@@ -100,20 +114,23 @@ class _Worker:
 
     def _invoke(self, frame: memoryview) -> bytes:
         """Run one invocation; its outcome as a frame (a failure of ours becomes the outcome)."""
-        invocation = codec.decode_invocation(codec.from_frame(frame))
+        arena = self._arena
+        invocation = transfer.decode_invocation(frame, arena)
         hosts = self._hosts
         try:
             outcome = hosts.run(invocation)
         except UsageError as exc:
             outcome = failed_outcome(invocation, exc, hosts.num_outputs(invocation.node))
+        invocation.inputs = []  # let go of the inputs: a packet forwarded is then held by the outcome alone
+        invocation.batch = None
         try:
-            return codec.to_frame(codec.encode_outcome(outcome))
+            return transfer.encode_outcome(outcome, arena, 0)
         except UsageError as exc:
             return self._failed(invocation, exc)
 
     def _failed(self, invocation: Invocation, exc: Exception) -> bytes:
         outcome = failed_outcome(invocation, exc, self._hosts.num_outputs(invocation.node))
-        return codec.to_frame(codec.encode_outcome(outcome))
+        return transfer.encode_outcome(outcome, self._arena, 0)
 
     # -- hosting ----------------------------------------------------------------------------------
 

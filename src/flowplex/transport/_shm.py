@@ -36,9 +36,9 @@ NAME_PREFIX: Final = "flowplex-ring-"
 _NAME_RE: Final = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,199}")
 
 
-def new_name() -> str:
-    """A fresh, unguessable segment name (``flowplex-ring-<pid>-<hex>``)."""
-    return f"{NAME_PREFIX}{os.getpid()}-{secrets.token_hex(6)}"
+def new_name(prefix: str = NAME_PREFIX) -> str:
+    """A fresh, unguessable segment name (``flowplex-ring-<pid>-<hex>`` by default)."""
+    return f"{prefix}{os.getpid()}-{secrets.token_hex(6)}"
 
 
 def check_name(name: object) -> str:
@@ -136,7 +136,21 @@ class Segment:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold the segment's cross-process registry lock (blocks while another holder runs)."""
-        with self._lock:
+        self.acquire()
+        try:
+            yield
+        finally:
+            self.release()
+
+    def acquire(self, *, blocking: bool = True) -> bool:
+        """Take the cross-process lock (``locked`` without the context manager).
+
+        With ``blocking=False``, gives up at once (returns False) when a thread of this process
+        holds it; another process's hold is still waited for (it is brief). Never re-entrant.
+        """
+        if not self._lock.acquire(blocking):
+            return False
+        try:
             if self._pid != os.getpid():
                 # A forked child shares the parent's open file description, and flock() locks
                 # belong to that: reopen through /proc to get a lock of our own.
@@ -144,10 +158,15 @@ class Segment:
                 os.close(self._fd)
                 self._fd, self._pid = fd, os.getpid()
             fcntl.flock(self._fd, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                fcntl.flock(self._fd, fcntl.LOCK_UN)
+        except BaseException:
+            self._lock.release()
+            raise
+        return True
+
+    def release(self) -> None:
+        """Let go of the lock ``acquire`` took."""
+        fcntl.flock(self._fd, fcntl.LOCK_UN)
+        self._lock.release()
 
     @property
     def closed(self) -> bool:

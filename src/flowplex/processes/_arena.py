@@ -1,0 +1,414 @@
+"""``Arena``: the shared memory that buffer payloads live in while they cross processes.
+
+One segment per pool (``/dev/shm/flowplex-arena-<pid>-<hex>``), created by the host, mapped by
+every worker. It is cut into pages; a *block* is a run of pages holding one or more buffers.
+The allocator's state lives in the segment itself, so that any process allocates without
+asking another: a ``used`` flag and the first page of its block per page, and per block one
+hold count per *slot* (the host is slot 0, worker ``k`` slot ``k + 1``). A block is free again
+when every count is zero. Updates take the segment's cross-process lock (``flock``: a process
+killed while holding it lets go).
+
+In each process one *proxy* array stands for a block: every array of that block's memory is a
+view of it, so the proxy dies when the last of them does, and its death drops this process's
+hold. A block that crosses in a message is credited to the receiver's slot by the sender
+(``credit``); the receiver's proxy takes that hold over (``adopt``), or gives it back when it
+has one already. A worker that dies loses every hold of its slot at once (``clear_slot``).
+
+Proxies die wherever the last reference goes, possibly inside this module through the cyclic
+GC, so a death never blocks: it queues the release and applies the queue when the lock is free;
+whoever holds the lock applies it on leaving.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+import time
+import weakref
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, final
+
+from ..errors import UsageError
+from ..transport._shm import SHM_DIR, Segment, new_name
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    Bytes = npt.NDArray[np.uint8]
+
+__all__ = ["DEFAULT_ARENA_BYTES", "PAGE", "Arena", "ArenaStats"]
+
+log = logging.getLogger(__name__)
+
+PAGE: Final = 64 * 1024
+"""The allocation unit. Buffers smaller than a page travel inside their message instead."""
+DEFAULT_ARENA_BYTES: Final = 256 * 1024 * 1024
+"""The arena's default size: about forty 1080p RGB frames in flight at once."""
+WAIT_S: Final = 60.0
+"""How long an allocation waits for space (backpressure) before it fails, saying why."""
+NAME_PREFIX: Final = "flowplex-arena-"
+
+_HEADER: Final = struct.Struct("<8sQQQ")
+"""magic, pages, slots, data offset."""
+_MAGIC: Final = b"FPXARENA"
+
+
+@final
+@dataclass(frozen=True, slots=True)
+class ArenaStats:
+    """What one process did with the arena (``ProcessPoolExecutor.arena_stats`` for the host)."""
+
+    capacity: int
+    """Bytes of payload the arena holds."""
+    used: int
+    """Bytes allocated now, by every process."""
+    allocations: int
+    """Blocks this process allocated."""
+    writes: int
+    """Buffers this process copied into the arena because they lived elsewhere (an array made
+    with numpy rather than ``new_buffer``, a packet sent from the host): one write each."""
+    write_bytes: int
+    waits: int
+    """Allocations that had to wait for space (backpressure)."""
+
+
+def arena_size(requested: int) -> int:
+    """``requested`` rounded up to pages, at most half of what ``/dev/shm`` has free.
+
+    A segment larger than its file system's free space maps fine and then kills the process
+    (SIGBUS) when a page past the space is touched, so the arena never promises more.
+    """
+    size = -(-requested // PAGE) * PAGE
+    try:
+        st = os.statvfs(SHM_DIR)
+    except OSError:
+        return size
+    room = (st.f_bavail * st.f_frsize // 2) // PAGE * PAGE
+    if size > room:
+        log.warning("process.arena.shrunk requested=%d free_half=%d (%s is small)", size, room, SHM_DIR)
+        size = max(room, PAGE)
+    return size
+
+
+@final
+class Arena:
+    """One process's handle on a pool's arena. Use :meth:`create` (host) or :meth:`attach`."""
+
+    def __init__(self, seg: Segment, slot: int) -> None:
+        import numpy as np
+
+        magic, pages, slots, data_at = _HEADER.unpack_from(seg.mm, 0)
+        if magic != _MAGIC:
+            msg = f"shared-memory segment {seg.name} is not a flowplex arena"
+            raise UsageError(msg)
+        self.name = seg.name
+        self.slot = slot
+        self.pages = pages
+        self.slots = slots
+        self.capacity = pages * PAGE
+        self._seg = seg
+        at = _HEADER.size
+        self._used = np.frombuffer(seg.mm, np.uint8, pages, at)
+        at += pages
+        at += -at % 8
+        self._first = np.frombuffer(seg.mm, np.int64, pages, at)
+        """Per page: the first page of its block (valid while the page is used)."""
+        at += 8 * pages
+        self._length = np.frombuffer(seg.mm, np.int64, pages, at)
+        """Per first page: the block's length in pages."""
+        at += 8 * pages
+        self._holds = np.frombuffer(seg.mm, np.int32, pages * slots, at).reshape(pages, slots)
+        self._view = memoryview(seg.mm)[data_at:data_at + self.capacity]
+        self._base = np.frombuffer(self._view, np.uint8).__array_interface__["data"][0]
+        self._proxies: dict[int, weakref.ref[Bytes]] = {}
+        """First page → this process's proxy of that block."""
+        self._pending: deque[int] = deque()
+        """First pages whose proxy died, to release under the lock."""
+        self._closed = False
+        self._allocations = 0
+        self._writes = 0
+        self._write_bytes = 0
+        self._waits = 0
+
+    @classmethod
+    def create(cls, size: int, slots: int) -> Arena:
+        """A new arena of ``size`` bytes (see ``arena_size``) for ``slots`` processes; slot 0 is ours.
+
+        Raises:
+            OSError: ``/dev/shm`` refused the segment.
+        """
+        pages = max(1, size // PAGE)
+        meta = _HEADER.size + pages
+        meta += -meta % 8
+        meta += 16 * pages + 4 * pages * slots
+        data_at = meta + -meta % PAGE
+        seg = Segment.create(new_name(NAME_PREFIX), data_at + pages * PAGE)
+        _HEADER.pack_into(seg.mm, 0, _MAGIC, pages, slots, data_at)
+        return cls(seg, 0)
+
+    @classmethod
+    def attach(cls, name: str, slot: int) -> Arena:
+        """Map the arena ``name`` as ``slot`` (a worker)."""
+        return cls(Segment.attach(name), slot)
+
+    # -- locking ----------------------------------------------------------------------------------
+
+    def _lock(self) -> None:
+        self._seg.acquire()
+
+    def _unlock(self) -> None:
+        """Apply queued releases, then let go; again if a release was queued meanwhile."""
+        while True:
+            self._apply_pending()
+            self._seg.release()
+            if not self._pending or not self._seg.acquire(blocking=False):
+                return
+
+    def _apply_pending(self) -> None:
+        pending = self._pending
+        holds = self._holds
+        slot = self.slot
+        while pending:
+            first = pending.popleft()
+            holds[first, slot] -= 1
+            self._free_if_unheld(first)
+
+    def _free_if_unheld(self, first: int) -> None:
+        if not self._holds[first].any():
+            self._used[first:first + self._length[first]] = 0
+
+    def _dead(self, first: int) -> None:
+        """A proxy died: release its hold now if the lock is free, else on the holder's way out."""
+        if self._closed:
+            return
+        self._pending.append(first)
+        if self._seg.acquire(blocking=False):
+            self._unlock()
+
+    # -- blocks ---------------------------------------------------------------------------------
+
+    def allocate(self, nbytes: int, *, what: str = "buffer", wait_s: float = WAIT_S) -> Bytes:
+        """A new block of at least ``nbytes``, as this process's proxy (a uint8 array).
+
+        Waits while the arena is full (backpressure: blocks are freed as their packets are
+        consumed elsewhere).
+
+        Raises:
+            UsageError: ``nbytes`` is more than the whole arena, or no space came free within
+                ``wait_s``; the message says how big the arena is and what to change.
+        """
+        import numpy as np
+
+        need = max(1, -(-nbytes // PAGE))
+        if need > self.pages:
+            msg = (f"{what} of {nbytes} bytes does not fit in the process pool's shared-memory arena "
+                   f"({self.capacity} bytes); raise the executor's `arena_bytes`")
+            raise UsageError(msg)
+        deadline = 0.0
+        pause = 0.0002
+        while True:
+            self._lock()
+            try:
+                first = self._find(need)
+                if first >= 0:
+                    self._used[first:first + need] = 1
+                    self._first[first:first + need] = first
+                    self._length[first] = need
+                    holds = self._holds[first]
+                    holds[:] = 0
+                    holds[self.slot] = 1
+                    break
+            finally:
+                self._unlock()
+            now = time.monotonic()
+            if not deadline:
+                deadline = now + wait_s
+                self._waits += 1
+            elif now >= deadline:
+                msg = (f"the process pool's shared-memory arena ({self.capacity} bytes) had no room for a "
+                       f"{what} of {nbytes} bytes for {wait_s:.0f} s: packets holding frames are not being "
+                       "consumed; raise the executor's `arena_bytes`, or lower `max_in_flight` or the queue limits")
+                raise UsageError(msg)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.005)
+        self._allocations += 1
+        start = first * PAGE
+        proxy = np.frombuffer(self._view[start:start + need * PAGE], np.uint8)
+        self._proxies[first] = weakref.ref(proxy, _on_dead(self, first))
+        return proxy
+
+    def _find(self, need: int) -> int:
+        """The first page of ``need`` free pages in a row, or -1 (under the lock)."""
+        import numpy as np
+
+        used = self._used
+        if need == 1:
+            free = np.flatnonzero(used == 0)
+            return int(free[0]) if free.size else -1
+        edges = np.diff(np.concatenate(([1], used, [1])).astype(np.int8))
+        starts = np.flatnonzero(edges == -1)
+        ends = np.flatnonzero(edges == 1)
+        fits = np.flatnonzero(ends - starts >= need)
+        return int(starts[fits[0]]) if fits.size else -1
+
+    def new_array(self, shape: tuple[int, ...], dtype: np.dtype[np.generic]) -> npt.NDArray[np.generic]:
+        """A zero-filled array of ``shape`` and ``dtype`` in the arena (``new_buffer`` in a worker)."""
+        nbytes = dtype.itemsize
+        for n in shape:
+            nbytes *= n
+        import numpy as np
+
+        if nbytes < PAGE:
+            return np.zeros(shape, dtype)
+        block = self.allocate(nbytes, what="new_buffer")
+        arr = rooted(block[:nbytes].view(dtype).reshape(shape))
+        arr.fill(0)
+        return arr
+
+    def write(self, raw: memoryview) -> tuple[Bytes, int]:
+        """Copy ``raw`` (contiguous bytes) into a new block: ``(proxy, offset in the arena)``."""
+        block = self.allocate(raw.nbytes)
+        import numpy as np
+
+        block[:raw.nbytes] = np.frombuffer(raw, np.uint8)
+        self._writes += 1
+        self._write_bytes += raw.nbytes
+        return block, int(block.__array_interface__["data"][0]) - self._base
+
+    def locate(self, raw: memoryview) -> int:
+        """The offset of ``raw`` in the arena, or -1 when its memory lies elsewhere."""
+        import numpy as np
+
+        offset = int(np.frombuffer(raw, np.uint8).__array_interface__["data"][0]) - self._base
+        return offset if offset >= 0 and offset + raw.nbytes <= self.capacity else -1
+
+    def locate_array(self, arr: npt.NDArray[np.generic]) -> int:
+        """``locate`` for a numpy array: -1 unless it is contiguous and lies in the arena."""
+        flags = arr.flags
+        if not (flags.c_contiguous or flags.f_contiguous):
+            return -1
+        offset = int(arr.__array_interface__["data"][0]) - self._base
+        return offset if offset >= 0 and offset + arr.nbytes <= self.capacity else -1
+
+    def credit(self, offsets: list[int], slot: int) -> None:
+        """Give ``slot`` one hold on the block of each offset (it is about to receive them)."""
+        first = self._first
+        holds = self._holds
+        self._lock()
+        try:
+            for offset in offsets:
+                holds[first[offset // PAGE], slot] += 1
+        finally:
+            self._unlock()
+
+    def adopt(self, refs: list[tuple[int, int]]) -> list[memoryview]:
+        """Memory views of the blocks received at ``(offset, nbytes)``, each kept alive by this
+        process's proxy; takes over the holds the sender credited (``credit``)."""
+        import numpy as np
+
+        first_of = self._first
+        length = self._length
+        views: list[memoryview] = []
+        kept: list[Bytes] = []
+        surplus: list[int] = []
+        for offset, nbytes in refs:
+            first = int(first_of[offset // PAGE])
+            ref = self._proxies.get(first)
+            proxy = ref() if ref is not None else None
+            if proxy is None:
+                start = first * PAGE
+                proxy = np.frombuffer(self._view[start:start + int(length[first]) * PAGE], np.uint8)
+                self._proxies[first] = weakref.ref(proxy, _on_dead(self, first))
+            else:
+                surplus.append(first)
+            kept.append(proxy)
+            at = offset - first * PAGE
+            views.append(memoryview(proxy)[at:at + nbytes])  # type: ignore[arg-type]  # numpy exports its buffer
+        if surplus:
+            holds = self._holds
+            self._lock()
+            try:
+                for first in surplus:
+                    holds[first, self.slot] -= 1
+            finally:
+                self._unlock()
+        return views
+
+    def clear_slot(self, slot: int) -> None:
+        """Drop every hold of ``slot`` (its worker died); blocks nobody else holds are free."""
+        self._lock()
+        try:
+            holds = self._holds
+            for first in map(int, holds[:, slot].nonzero()[0]):
+                holds[first, slot] = 0
+                if self._used[first]:
+                    self._free_if_unheld(first)
+        finally:
+            self._unlock()
+
+    # -- lifetime ---------------------------------------------------------------------------------
+
+    def stats(self) -> ArenaStats:
+        """This process's figures, and the bytes in use by every process."""
+        used = int(self._used.sum()) * PAGE if not self._closed else 0
+        return ArenaStats(self.capacity, used, self._allocations, self._writes, self._write_bytes, self._waits)
+
+    def close(self, *, unlink: bool) -> None:
+        """Stop using the arena; ``unlink`` (the host) removes its name from ``/dev/shm``.
+
+        Arrays still alive keep their memory mapped (the mapping goes with the last of them);
+        their deaths no longer touch the arena. Idempotent.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        if unlink:
+            self._seg.unlink()
+        del self._used, self._first, self._length, self._holds
+        try:
+            self._view.release()
+            self._seg.close()
+        except BufferError:
+            log.debug("process.arena.kept name=%s (arrays of it are still alive)", self.name)
+
+
+@final
+class _Memory:
+    """Memory numpy wraps through ``__array_interface__``; keeps what owns it alive."""
+
+    __slots__ = ("__array_interface__", "keep")
+
+    def __init__(self, interface: dict[str, object], keep: object) -> None:
+        self.__array_interface__ = interface
+        self.keep = keep
+
+
+def rooted(arr: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
+    """The same memory as ``arr`` (and its writeability), as an array that its views point at.
+
+    numpy points a new view at the array that owns its memory, or at the first one over a
+    foreign buffer; an array over a block is neither. ``make_mutable`` proves that no view of
+    an engine-owned array exists by counting the references to it, so each must be a root.
+    """
+    import numpy as np
+
+    interface = dict(arr.__array_interface__)
+    interface["data"] = (interface["data"][0], not arr.flags.writeable)
+    root: npt.NDArray[np.generic] = np.asarray(_Memory(interface, arr))
+    return root
+
+
+def _on_dead(arena: Arena, first: int) -> Callable[[object], None]:
+    """The weakref callback of a proxy: holds the arena weakly (a dead arena releases nothing)."""
+    ref = weakref.ref(arena)
+
+    def dead(_: object) -> None:
+        live = ref()
+        if live is not None:
+            live._dead(first)
+
+    return dead

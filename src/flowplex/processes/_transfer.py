@@ -1,0 +1,172 @@
+"""Invocations and outcomes as pipe messages whose frames stay in the shared-memory arena.
+
+The codec pickles a message with its buffers out of band; here each buffer of a page or more
+travels as a reference into the arena: one already there (a frame a worker made with
+``new_buffer``, a packet that crossed before) is not copied at all, any other is written into a
+fresh block once. Smaller buffers travel inside the message, where copying them costs less than
+arranging shared memory. The sender credits the receiver with a hold on every block it refers
+to, so a block outlives the sender's interest in it until the receiver has its own.
+
+Whether the receiver may write a buffer in place is decided by the sender, with the rule of one
+process: only when the packet was the only handle of its payload and nothing else referred to
+the array (``sole_holder``); a copy the message itself made (inline, or written into the arena)
+is the receiver's alone. Otherwise the receiver's array is read-only and ``make_mutable``
+copies it once.
+
+Layout: ``MAGIC``, version (u8), 3 zero bytes, buffer count (u32), header length (u64); per
+buffer a kind (u64: 0 inline, 1 arena) and two u64 (inline: its length, 0; arena: its offset,
+its length); the header; then the inline buffers, each aligned to 64 bytes.
+"""
+
+from __future__ import annotations
+
+import pickle
+import struct
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Final
+
+from ..errors import UsageError
+from ..executors import _codec as codec
+from ..executors._invocation import Invocation, Outcome
+from ..packets._buffers import _Buffer, wrap_adopted, wrap_owned
+from ..packets._packet import sole_holder
+from ._arena import PAGE, rooted
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from ..packets import Packet
+    from ._arena import Arena
+
+__all__ = ["decode_invocation", "decode_outcome", "encode_invocation", "encode_outcome"]
+
+VERSION: Final = 2
+_PREFIX: Final = struct.Struct("<4sB3xIQ")
+_REF: Final = struct.Struct("<QQQ")
+_INLINE: Final = 0
+_ARENA: Final = 1
+_ALIGN: Final = codec.ALIGN
+_ZEROS: Final = bytes(_ALIGN)
+
+
+def encode_invocation(invocation: Invocation, arena: Arena, to_slot: int) -> bytes:
+    """``invocation`` as one message for the worker of arena slot ``to_slot``.
+
+    Raises:
+        UsageError: Something in it does not pickle, or the arena has no room (after waiting).
+    """
+    packets: list[Packet | None] = list(invocation.inputs)
+    for port in invocation.batch or ():
+        packets.extend(port)
+    return _frame(codec.encode_invocation(invocation, _reducers(arena, packets)), arena, to_slot)
+
+
+def encode_outcome(outcome: Outcome, arena: Arena, to_slot: int) -> bytes:
+    """``outcome`` as one message for the host (``to_slot`` 0)."""
+    packets = [p for port in outcome.outputs for p in port]
+    return _frame(codec.encode_outcome(outcome, _reducers(arena, packets)), arena, to_slot)
+
+
+def decode_invocation(frame: bytes | memoryview, arena: Arena) -> Invocation:
+    """The invocation in ``frame``; its large buffers are views of the arena (no copy)."""
+    return codec.decode_invocation(_unframe(frame, arena))
+
+
+def decode_outcome(frame: bytes | memoryview, arena: Arena) -> Outcome:
+    """The outcome in ``frame``; its large buffers are views of the arena (no copy)."""
+    return codec.decode_outcome(_unframe(frame, arena))
+
+
+# -- buffers --------------------------------------------------------------------------------------
+
+
+def _reducers(arena: Arena, packets: Iterable[Packet | None]) -> dict[type, Callable[[_Buffer], object]]:
+    """A reducer for buffer holders that says whether the receiver may write in place."""
+    shared: set[int] = set()
+    for p in packets:
+        if p is not None and type(p._value) is _Buffer and not sole_holder(p):
+            shared.add(id(p._value))
+
+    def reduce_holder(h: _Buffer) -> object:
+        arr = h.array
+        if h.obj is not None or arr is None:
+            return h.__reduce__()  # by reference (DLPack): the codec's own rule
+        private = arr.nbytes < PAGE or arena.locate_array(arr) < 0  # the message makes its own copy
+        return (_arrived, (arr, h.code, h.external, private or id(h) not in shared))
+
+    return {_Buffer: reduce_holder}
+
+
+def _arrived(arr: npt.NDArray[np.generic], code: int, external: bool, exclusive: bool) -> _Buffer:
+    """The receiver's holder: engine-owned (``make_mutable`` writes in place) when the sender
+    held it alone, else read-only (``make_mutable`` copies)."""
+    if exclusive and arr.flags.writeable:
+        return wrap_owned(rooted(arr), code, external=external)
+    if arr.flags.writeable:
+        arr.setflags(write=False)
+    return wrap_adopted(arr, code, external=external)
+
+
+# -- frames ---------------------------------------------------------------------------------------
+
+
+def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int) -> bytes:
+    raws = [pickle.PickleBuffer(b).raw() for b in encoded.buffers]
+    refs: list[bytes] = []
+    inline: list[memoryview] = []
+    offsets: list[int] = []
+    written = []  # proxies of blocks written here: alive until the receiver is credited
+    for raw in raws:
+        n = raw.nbytes
+        if n < PAGE:
+            refs.append(_REF.pack(_INLINE, n, 0))
+            inline.append(raw)
+            continue
+        offset = arena.locate(raw)
+        if offset < 0:
+            block, offset = arena.write(raw)
+            written.append(block)
+        offsets.append(offset)
+        refs.append(_REF.pack(_ARENA, offset, n))
+    if offsets:
+        arena.credit(offsets, to_slot)
+    del written
+    parts: list[bytes | memoryview] = [_PREFIX.pack(codec.MAGIC, VERSION, len(raws), len(encoded.header)),
+                                        *refs, encoded.header]
+    size = _PREFIX.size + _REF.size * len(raws) + len(encoded.header)
+    for raw in inline:
+        pad = -size % _ALIGN
+        if pad:
+            parts.append(_ZEROS[:pad])
+        parts.append(raw)
+        size += pad + raw.nbytes
+    return b"".join(parts)
+
+
+def _unframe(frame: bytes | memoryview, arena: Arena) -> codec.Encoded:
+    view = memoryview(frame)
+    if view.nbytes < _PREFIX.size:
+        msg = f"a {view.nbytes}-byte message is shorter than a frame's prefix"
+        raise UsageError(msg)
+    magic, version, count, header_len = _PREFIX.unpack_from(view)
+    if magic != codec.MAGIC or version != VERSION:
+        msg = f"not a process-pool frame (starts {bytes(magic)!r}, version {version})"
+        raise UsageError(msg)
+    at = _PREFIX.size + _REF.size * count
+    specs = list(_REF.iter_unpack(view[_PREFIX.size:at]))
+    header = bytes(view[at:at + header_len])
+    at += header_len
+    if any(kind == _INLINE for kind, _, _ in specs):
+        view = memoryview(bytearray(view))  # the receiver's own copy, writable (see the docstring)
+    arena_refs = [(a, b) for kind, a, b in specs if kind == _ARENA]
+    shared = iter(arena.adopt(arena_refs) if arena_refs else ())
+    buffers: list[codec.Buffer] = []
+    for kind, a, _ in specs:
+        if kind == _ARENA:
+            buffers.append(next(shared))
+            continue
+        at += -at % _ALIGN
+        buffers.append(view[at:at + a])
+        at += a
+    return codec.Encoded(header, buffers)
