@@ -66,6 +66,14 @@ class ExecutorModel(_Model):
             "each, round robin); 0 means one per CPU."
         ),
     )
+    restart: Literal["never", "on_failure"] = Field(
+        default="never",
+        description=(
+            "ProcessPoolExecutor only: `on_failure` replaces a worker process that dies (its nodes are "
+            "hosted and opened again; the calls it was running fail as `on_error` says); `never` fails "
+            "every later call of its nodes."
+        ),
+    )
     affinity: list[Count] = Field(
         default_factory=list, description="Worker i is pinned to affinity[i % len]."
     )
