@@ -324,7 +324,7 @@ class ProcessPoolExecutor:
             if current is not dead:
                 return None if current.lost else current
             request = self._requests.get(slot)
-            if not self._serving or request is None or not request.recipes:
+            if not self._serving or request is None or not request.recipes or self._restarts.given_up(slot):
                 return None
             number = self._restarts.allow(slot, time.monotonic())
             if not number:

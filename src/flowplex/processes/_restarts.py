@@ -56,13 +56,18 @@ class Restarts:
             times.append(now)
             return len(times)
 
+    def given_up(self, slot: int) -> bool:
+        """Whether ``allow`` refused a restart of ``slot`` (it stays dead)."""
+        return slot in self._given_up
+
     def why_not(self, slot: int) -> str:
         """Why the dead worker of ``slot`` was not replaced, for an error message."""
         given_up = self._given_up.get(slot)
         if not self.enabled:
             return "workers are not restarted"
         if given_up is not None:
-            return f"it was restarted {given_up} times within {RESTART_WINDOW_S:.0f} s; no more restarts"
+            times = "time" if given_up == 1 else "times"
+            return f"it was restarted {given_up} {times} within {RESTART_WINDOW_S:.0f} s; no more restarts"
         return "it died while the graph was starting"
 
     def clear(self) -> None:
