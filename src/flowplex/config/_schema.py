@@ -62,8 +62,8 @@ class ExecutorModel(_Model):
     num_processes: Count = Field(
         default=0,
         description=(
-            "ProcessPoolExecutor only: worker processes that run the kernels of its nodes (one node "
-            "each, round robin); 0 means one per CPU."
+            "ProcessPoolExecutor only: worker processes that run the kernels of its nodes (round "
+            "robin; a node with max_in_flight N runs on N of them); 0 means one per CPU."
         ),
     )
     restart: Literal["never", "on_failure"] = Field(
