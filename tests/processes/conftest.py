@@ -15,9 +15,9 @@ WAIT_S = 20.0
 """Generous bound on any single wait; the tests finish far sooner."""
 
 
-def pool_yaml(body: str, num_processes: int = 2, extra: str = "") -> str:
-    """A graph with a process pool named ``pool`` declared before ``body``."""
-    return (f"executors: [{{ name: pool, type: ProcessPoolExecutor, num_processes: {num_processes} }}]\n"
+def pool_yaml(body: str, num_processes: int = 2, extra: str = "", pool: str = "") -> str:
+    """A graph with a process pool named ``pool`` declared before ``body`` (``pool``: more of its fields)."""
+    return (f"executors: [{{ name: pool, type: ProcessPoolExecutor, num_processes: {num_processes}{pool} }}]\n"
             f"{extra}{body}")
 
 

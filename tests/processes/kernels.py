@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import signal
 import time
 from pathlib import Path
+
+import numpy as np
 
 import flowplex
 
@@ -145,6 +148,52 @@ class PSegfault(flowplex.Kernel):
         import ctypes
 
         ctypes.string_at(0)
+
+
+@flowplex.kernel("PReplica")
+class PReplica(flowplex.Kernel):
+    """Stateful: sleeps ``slow_s`` on even inputs (``fast_s`` on odd ones), then emits the int64
+    array ``[x, pid, packets this instance has seen, start ns, end ns]`` (``time.monotonic_ns``,
+    one clock for every process of the machine). Counts ``opened`` and ``closed``; ``close``
+    emits ``[-1, pid, seen, 0, 0]``."""
+
+    def __init__(self) -> None:
+        self.seen = 0
+
+    def open(self, cc: flowplex.Context) -> None:
+        cc.counter_add("opened")
+
+    def process(self, cc: flowplex.Context) -> None:
+        x = cc.input(0).as_int()
+        started = time.monotonic_ns()
+        time.sleep(cc.option_float("fast_s" if x % 2 else "slow_s", 0.0))
+        self.seen += 1
+        cc.emit(0, np.array([x, os.getpid(), self.seen, started, time.monotonic_ns()], dtype=np.int64))
+
+    def close(self, cc: flowplex.Context) -> None:
+        cc.counter_add("closed")
+        cc.emit(0, np.array([-1, os.getpid(), self.seen, 0, 0], dtype=np.int64))
+
+
+@flowplex.kernel("PKillOn")
+class PKillOn(flowplex.Kernel):
+    """Emits ``x * 1_000_000 + pid``, but SIGKILLs its own worker on the value of option ``kill``
+    (on every value when ``kill`` is -1). With option ``mark``, it first creates that file, and
+    ``open`` raises when the file exists (a kernel that cannot be opened again)."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        mark = cc.option_str("mark")
+        if mark and Path(mark).exists():
+            raise RuntimeError("the device is still locked")
+
+    def process(self, cc: flowplex.Context) -> None:
+        x = cc.input(0).as_int()
+        if cc.option_int("kill", -2) in (x, -1):
+            mark = cc.option_str("mark")
+            if mark:
+                Path(mark).touch()
+            os.kill(os.getpid(), signal.SIGKILL)
+        cc.emit(0, x * 1_000_000 + os.getpid())
 
 
 @flowplex.kernel("PForward")

@@ -121,6 +121,7 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
             affinity=tuple(model.affinity),
             priority=model.priority,
             num_processes=model.num_processes,
+            restart=model.restart,
         )
     return ExecutorSpec(
         name=model.name,
@@ -129,6 +130,7 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
         affinity=tuple(model.affinity),
         priority=model.priority,
         num_processes=model.num_processes,
+        restart=model.restart,
     )
 
 

@@ -62,8 +62,16 @@ class ExecutorModel(_Model):
     num_processes: Count = Field(
         default=0,
         description=(
-            "ProcessPoolExecutor only: worker processes that run the kernels of its nodes (one node "
-            "each, round robin); 0 means one per CPU."
+            "ProcessPoolExecutor only: worker processes that run the kernels of its nodes (round "
+            "robin; a node with max_in_flight N runs on N of them); 0 means one per CPU."
+        ),
+    )
+    restart: Literal["never", "on_failure"] = Field(
+        default="never",
+        description=(
+            "ProcessPoolExecutor only: `on_failure` replaces a worker process that dies (its nodes are "
+            "hosted and opened again; the calls it was running fail as `on_error` says); `never` fails "
+            "every later call of its nodes."
         ),
     )
     affinity: list[Count] = Field(

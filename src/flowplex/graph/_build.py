@@ -94,7 +94,7 @@ def make_executor(spec: ExecutorSpec) -> Executor:
     if spec.type == "DelegatingExecutor":
         return DelegatingExecutor(spec.name)
     if spec.type == "ProcessPoolExecutor":
-        return ProcessPoolExecutor(spec.name, spec.num_processes or None)
+        return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart)
     return ThreadPoolExecutor(spec.name, spec.num_threads, spec.affinity, spec.priority)
 
 

@@ -340,6 +340,8 @@ class Arena:
 
     def clear_slot(self, slot: int) -> None:
         """Drop every hold of ``slot`` (its worker died); blocks nobody else holds are free."""
+        if self._closed:
+            return
         self._lock()
         try:
             holds = self._holds

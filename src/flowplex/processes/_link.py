@@ -9,7 +9,9 @@ a receiver reads the answers and completes them (the engine's completion runs on
 A worker that dies — killed, crashed in a C extension, ``os._exit`` — is seen by the receiver
 at once (its pipe closes, or its process sentinel fires): each call in flight on it completes
 with an error naming the node, the worker's pid and its signal or exit code, and every later
-call fails the same way without being sent.
+call fails the same way without being sent. Before that, the receiver tells the pool
+(``on_lost``), which may start a replacement (``restart: on_failure``) and says so in a note
+the errors carry.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import signal
 import sys
 import threading
 from collections import deque
+from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Final, final
 
@@ -122,15 +125,22 @@ class Hosting:
 
 _Waiter = _Call | Hosting
 
+LostHook = Callable[["WorkerLink", str], str]
+"""``on_lost(link, how)``, called once on the receiver when the worker died while serving: the
+pool's reaction, as a note for the errors (`` (restarted as worker process 123)``, or "")."""
+
 
 @final
 class WorkerLink:
     """One worker process of a pool and the calls in flight on it."""
 
-    def __init__(self, executor: str, slot: int, context: SpawnContext | ForkServerContext, arena: Arena) -> None:
+    def __init__(self, executor: str, slot: int, context: SpawnContext | ForkServerContext, arena: Arena,
+                 on_lost: LostHook | None = None) -> None:
         """Start the worker process and the two threads that talk to it.
 
-        The worker maps ``arena`` as slot ``slot + 1`` (the host is slot 0).
+        The worker maps ``arena`` as slot ``slot + 1`` (the host is slot 0). ``on_lost`` runs
+        when the worker dies while serving (not after ``stop``), on the receiver, before the
+        calls in flight fail.
 
         Raises:
             OSError: The process could not be started.
@@ -138,6 +148,7 @@ class WorkerLink:
         self.executor = executor
         self.arena = arena
         self.arena_slot = slot + 1
+        self.slot = slot
         self.nodes: dict[int, str] = {}
         """Index → name of the nodes hosted on this worker."""
         parent, child = context.Pipe()
@@ -160,6 +171,9 @@ class WorkerLink:
         self._out: deque[bytes] = deque()
         self._lost = ""
         """How the worker went away ("" while it serves)."""
+        self._on_lost = on_lost
+        self.note = ""
+        """What ``on_lost`` said, appended to the errors of the calls it fails."""
         self._stopping = False
         self._sender = threading.Thread(target=self._send_loop, name=f"{executor}-{slot}-send", daemon=True)
         self._receiver = threading.Thread(target=self._receive_loop, name=f"{executor}-{slot}-recv", daemon=True)
@@ -234,7 +248,7 @@ class WorkerLink:
         if self._stopping and not self._lost:
             return f"executor `{self.executor}` is shut down; node `{name}` cannot run"
         return (f"worker process {self.pid} of executor `{self.executor}` {self._lost}; node `{name}` "
-                "cannot run on it")
+                f"cannot run on it{self.note}")
 
     def _gone_hosting(self) -> str:
         return (f"worker process {self.pid} of executor `{self.executor}` {self._lost or 'is shut down'} "
@@ -316,13 +330,19 @@ class WorkerLink:
                     self._kill()
                 how = describe_exit(process.exitcode)
         with self._lock:
-            if not self._lost:
+            first = not self._lost
+            if first:
                 self._lost = how
                 self.arena.clear_slot(self.arena_slot)  # the blocks it held, and those sent to it
             waiters = list(self._pending)
             self._pending.clear()
             stopping = self._stopping
             self._wake.notify_all()
+        if first and not stopping and self._on_lost is not None:
+            try:
+                self.note = self._on_lost(self, how)
+            except Exception:  # the pool's reaction must not keep the waiters from failing
+                log.exception("process.worker.on_lost.failed executor=%r pid=%d", self.executor, self.pid)
         if not stopping and waiters:
             log.error("process.worker.lost executor=%r pid=%d how=%r in_flight=%d", self.executor, self.pid,
                       self._lost, len(waiters))
@@ -331,7 +351,7 @@ class WorkerLink:
                 waiter.done.set()
             elif not stopping:
                 waiter.fail(f"worker process {self.pid} of executor `{self.executor}` {self._lost} while running "
-                            f"node `{waiter.name}`")
+                            f"node `{waiter.name}`{self.note}")
 
     # -- stopping -------------------------------------------------------------------------------
 

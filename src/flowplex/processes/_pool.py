@@ -4,7 +4,9 @@ Only kernel callbacks cross: the engine hands the pool an ``Invocation`` (plain 
 pool encodes it with the codec and sends the frame over a pipe to the worker that hosts the
 node, and the worker's ``Outcome`` comes back the same way (``_link``). Each node placed on the
 pool lives in one worker, assigned round robin when the graph starts, with its own kernel
-instance for the life of the graph (state kept, ``open``/``process``/``close`` all run there).
+instance for the life of the graph (state kept, ``open``/``process``/``close`` all run there);
+a node with ``max_in_flight: N`` lives in up to ``N`` workers at once, as replicas
+(``_replicas``). With ``restart="on_failure"`` a worker that dies is replaced (``_restarts``).
 
 Workers are fresh interpreters (``spawn``; ``forkserver`` on request), never a fork of this
 process, whose engine threads a fork would copy mid-flight.
@@ -20,14 +22,19 @@ import time
 from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Final, final
 
+from .._timestamps import TS_UNSTARTED
 from ..errors import BrokenError, ConfigError, UsageError
 from ..executors import TaskStats, ThreadPoolExecutor
+from ..executors._invocation import Invocation, Outcome
 from ..executors._protocol import Inbox, Task
+from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
 from ..kernels._host import failed_outcome
 from ..kernels._loading import file_module_name, imports_so_far
 from . import _transfer as transfer
 from ._arena import DEFAULT_ARENA_BYTES, PAGE, Arena, ArenaStats, arena_size
 from ._link import WorkerLink
+from ._replicas import Gather, Placement, Replicas
+from ._restarts import RESTART_POLICIES, Restarts
 from ._wire import HostRequest, encode_recipe
 
 if TYPE_CHECKING:
@@ -36,7 +43,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ..executors._invocation import Complete, Invocation, NodeRecipe
+    from ..executors._invocation import Complete, NodeRecipe
     from ._link import Hosting
 
 __all__ = ["ProcessPoolExecutor"]
@@ -63,9 +70,27 @@ class ProcessPoolExecutor:
     receiving thread of each worker (a downstream node on the inline executor runs there).
 
     Workers start at the first ``Graph.start`` (``host``): one per node up to
-    ``num_processes``. A worker that dies fails the invocations in flight on it, and any later
-    ones, with an error naming the node, the worker's pid and its signal or exit code; it is
-    not restarted. ``shutdown`` (``Graph.close``) stops them all.
+    ``num_processes``. ``shutdown`` (``Graph.close``) stops them all.
+
+    Replicas: a node with ``max_in_flight: N`` (not a source: a source keeps one instance) runs
+    as ``min(N, num_processes)`` replicas, each its own kernel instance with its own state, on
+    distinct workers (the workers with the fewest replicas so far). Each ``process`` call goes
+    to the replica with the fewest calls in flight (ties in turn); the calls of one replica run
+    in the order sent, and the engine flushes their outputs in claim order. ``open`` and
+    ``close`` run on every replica, and the engine sees one outcome: when any replica failed,
+    the error of the first replica (by number) that did; otherwise the output of replica 0,
+    the packets the others emitted being dropped with a warning in the node's log. Counters and
+    logs of every replica count. With ``max_in_flight: 1`` a node keeps its one instance.
+
+    A dead worker: the calls in flight on it (sent, or queued for it) complete with an error
+    naming the node, the worker's pid and its signal or exit code, and the engine applies the
+    node's ``on_error`` (``skip`` counts the lost call and goes on). With ``restart="never"``
+    every later call of its nodes fails the same way. With ``restart="on_failure"`` a fresh
+    worker takes its slot at once: it hosts the same nodes again (the recipes and side packets
+    of the last ``host``) and runs their ``open`` (its output is dropped; its error fails every
+    later call of the node); later calls go to it. A slot restarted ``RESTARTS_MAX`` times
+    within ``RESTART_WINDOW_S`` is not restarted again: its nodes' later calls fail with an error
+    that says so. Each restart is logged (``process.worker.restarted``).
     """
 
     kind = "processes"
@@ -74,7 +99,7 @@ class ProcessPoolExecutor:
     threads = DISPATCH_THREADS
 
     def __init__(self, name: str, num_processes: int | None = None, *, start_method: str = "spawn",
-                 arena_bytes: int = DEFAULT_ARENA_BYTES) -> None:
+                 arena_bytes: int = DEFAULT_ARENA_BYTES, restart: str = "never") -> None:
         """Describe the pool; no process starts before ``host``.
 
         Args:
@@ -86,10 +111,13 @@ class ProcessPoolExecutor:
             arena_bytes: The size of the shared memory that frames cross in (default 256 MiB,
                 at most half of what ``/dev/shm`` has free). When it is full, whoever needs
                 room waits for packets to be consumed.
+            restart: ``never`` (a dead worker fails every later call of its nodes) or
+                ``on_failure`` (a fresh worker replaces it and reopens its nodes' kernels; for
+                kernels whose state may be rebuilt by ``open``).
 
         Raises:
-            UsageError: ``num_processes`` is not a positive integer, ``start_method`` is
-                unknown, or ``arena_bytes`` is less than one page (64 KiB).
+            UsageError: ``num_processes`` is not a positive integer, ``start_method`` or
+                ``restart`` is unknown, or ``arena_bytes`` is less than one page (64 KiB).
         """
         if num_processes is None:
             num_processes = os.cpu_count() or 1
@@ -104,46 +132,65 @@ class ProcessPoolExecutor:
             msg = (f"ProcessPoolExecutor `{name}`: arena_bytes must be an integer >= {PAGE} (64 KiB), "
                    f"got {arena_bytes!r}")
             raise UsageError(msg)
+        if restart not in RESTART_POLICIES:
+            msg = (f"ProcessPoolExecutor `{name}`: unknown restart {restart!r}; expected "
+                   f"{' or '.join(RESTART_POLICIES)}")
+            raise UsageError(msg)
         self.name = name
         self.num_processes = num_processes
         self.arena_bytes = arena_bytes
         self._arena: Arena | None = None
         self.start_method = start_method
+        self.restart = restart
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]
         self._lock = threading.Lock()
         self._dispatcher = ThreadPoolExecutor(f"{name}-dispatch", self.threads)
         """Runs the engine's tasks (each ends in ``invoke``): a thread pool's FIFO, reused."""
         self._links: list[WorkerLink] = []
-        """The workers, by slot; nodes are placed on slot ``k % num_processes``, in order."""
-        self._placed: dict[int, WorkerLink] = {}
+        """The workers, by slot (``_placement`` chooses the slots); a restart replaces one."""
+        self._placement = Placement(num_processes)
+        self._replicas: dict[int, Replicas] = {}
+        """Node index → the slots of its replicas."""
         self._outputs: dict[int, int] = {}
-        self._placements = 0
+        self._inputs: dict[int, int] = {}
+        self._requests: dict[int, HostRequest] = {}
+        """Slot → what its worker was asked to host last: sent again to a restarted worker."""
+        self._restarts = Restarts(restart)
+        self._serving = False
+        """True from a successful ``host`` until the next ``host`` or ``shutdown``: a dead
+        worker is replaced only then."""
 
     # -- kernels --------------------------------------------------------------------------------
 
     def host(self, recipes: list[NodeRecipe]) -> None:
         """Place each node on a worker and build its kernel there (``Graph.start``).
 
-        Workers start here, as many as needed. A node hosted already keeps its worker and its
-        kernel instance (a restart after ``reset``). Blocks until every worker has loaded its
-        nodes (at most ``HOST_TIMEOUT_S``).
+        Workers start here, as many as needed (one per replica, up to ``num_processes``). A
+        node hosted already keeps its workers and its kernel instances (a restart after
+        ``reset``). Blocks until every worker has loaded its nodes (at most ``HOST_TIMEOUT_S``).
 
         Raises:
             ConfigError: A kernel class the workers cannot import, a recipe that does not
                 pickle, or a kernel whose construction failed in the worker; the message names
                 the node and what to do.
-            BrokenError: A worker died (now or before: workers are not restarted).
+            BrokenError: A worker died (now, or before and was not restarted).
         """
         frames = [(recipe, encode_recipe(recipe, self.name)) for recipe in recipes]  # before any process starts
+        self._serving = False
         placed = self._place(recipes)
         imports = imports_so_far()
         sent: list[tuple[WorkerLink, Hosting]] = []
         for link in self._links:
-            mine = [(recipe.index, frame) for recipe, frame in frames if placed[recipe.index] is link]
-            link.nodes = {recipe.index: recipe.spec.name for recipe, _ in frames if placed[recipe.index] is link}
-            sent.append((link, link.send_hosting(HostRequest(imports, mine))))
-        self._placed = placed
+            slot = link.slot
+            mine = [(recipe.index, frame) for recipe, frame in frames if slot in placed[recipe.index].slots]
+            link.nodes = {recipe.index: recipe.spec.name for recipe, _ in frames
+                          if slot in placed[recipe.index].slots}
+            request = HostRequest(imports, mine)
+            self._requests[slot] = request
+            sent.append((link, link.send_hosting(request)))
+        self._replicas = placed
         self._outputs = {recipe.index: len(recipe.spec.output_ports) for recipe in recipes}
+        self._inputs = {recipe.index: len(recipe.spec.input_ports) for recipe in recipes}
         deadline = time.monotonic() + HOST_TIMEOUT_S
         failures: dict[int, str] = {}
         for link, hosting in sent:
@@ -156,23 +203,19 @@ class ProcessPoolExecutor:
         if failures:
             first = min(failures, key=lambda i: (i < 0, i))
             raise ConfigError(failures[first])
+        self._serving = True
 
-    def _place(self, recipes: list[NodeRecipe]) -> dict[int, WorkerLink]:
-        """The worker of each node: the one it had, else the next slot round robin."""
-        placed: dict[int, WorkerLink] = {}
-        for recipe in recipes:
-            link = self._placed.get(recipe.index)
-            if link is None:
-                slot = self._placements % self.num_processes
-                self._placements += 1
-                while len(self._links) <= slot:
-                    self._links.append(WorkerLink(self.name, len(self._links), self._context, self._open_arena()))
-                link = self._links[slot]
-            placed[recipe.index] = link
+    def _place(self, recipes: list[NodeRecipe]) -> dict[int, Replicas]:
+        """The replicas of each node, their workers started (see ``Placement``)."""
+        placed = {index: Replicas(slots) for index, slots in self._placement.place(recipes).items()}
+        last = max((slot for replicas in placed.values() for slot in replicas.slots), default=-1)
+        with self._lock:
+            while len(self._links) <= last:
+                self._links.append(self._new_link(len(self._links)))
         for link in self._links:
             if link.lost:
                 msg = (f"worker process {link.pid} of executor `{self.name}` {link.lost}; it cannot host "
-                       "nodes again (workers are not restarted): build the graph again")
+                       f"nodes again ({self._restarts.why_not(link.slot)}): build the graph again")
                 raise BrokenError(msg)
         return placed
 
@@ -198,6 +241,11 @@ class ProcessPoolExecutor:
         arena = self._arena
         return None if arena is None else arena.stats()
 
+    def _new_link(self, slot: int) -> WorkerLink:
+        """Start the worker of ``slot``; the pool hears of its death when restarts are on."""
+        on_lost = self._on_worker_lost if self._restarts.enabled else None
+        return WorkerLink(self.name, slot, self._context, self._open_arena(), on_lost)
+
     def _hosting_failure(self, recipes: list[NodeRecipe], index: int, text: str, link: WorkerLink,
                          lost: list[tuple[str, str, str]]) -> str:
         recipe = next((r for r in recipes if r.index == index), None)
@@ -217,23 +265,151 @@ class ProcessPoolExecutor:
         """Send one callback to the worker hosting its node; ``complete`` runs when it answers.
 
         Returns at once (the frame is queued; a sender thread writes it). ``complete`` is called
-        exactly once: on the worker's receiving thread with the outcome, or here, at once, when
+        exactly once: on the worker's receiving thread with the outcome (of the last replica to
+        answer, for an ``open`` or ``close`` of a node with replicas), or here, at once, when
         the invocation cannot be sent (a payload that does not pickle, a node not hosted here,
-        a worker that is gone).
+        a worker that is gone, a node that could not be reopened after a restart).
         """
         node = invocation.node
-        link = self._placed.get(node)
+        replicas = self._replicas.get(node)
         outputs = self._outputs.get(node, 0)
-        if link is None:
+        if replicas is None:
             msg = f"invoke: node {node} is not hosted on executor `{self.name}`"
             complete(failed_outcome(invocation, UsageError(msg), outputs))
             return
+        self._send(replicas, invocation, outputs, complete)
+
+    def _send(self, replicas: Replicas, invocation: Invocation, outputs: int, complete: Complete) -> None:
+        """Queue ``invocation`` for the replica that runs it: one for ``process``, each for
+        ``open`` and ``close`` (one outcome for the engine: see the class docstring)."""
+        node, seq = invocation.node, invocation.seq
+        if self._restarts.enabled:
+            broken = self._restarts.broken.get(node)
+            if broken:
+                complete(failed_outcome(invocation, BrokenError(broken), outputs))
+                return
+            complete = self._unless_broken(node, seq, outputs, complete)
+        links = self._links  # read once: ``shutdown`` swaps the list
+        if len(replicas) == 1:
+            self._call(links, replicas.slots[0], invocation, outputs, complete)
+        elif invocation.phase == PHASE_PROCESS:
+            k = replicas.pick()
+            self._call(links, replicas.slots[k], invocation, outputs, _releasing(replicas, k, complete))
+        else:
+            name = links[replicas.slots[0]].nodes.get(node, f"#{node}") if links else f"#{node}"
+            phase = "open" if invocation.phase == PHASE_OPEN else "close"
+            gather = Gather(len(replicas), complete, f"[{name}] {phase}")
+            for k, slot in enumerate(replicas.slots):
+                self._call(links, slot, invocation, outputs, gather.part(k))
+
+    def _call(self, links: list[WorkerLink], slot: int, invocation: Invocation, outputs: int,
+              complete: Complete) -> None:
+        """``WorkerLink.call`` on the worker of ``slot`` (its replacement, when it died and restarts
+        are on). The frame is encoded for that worker: its arena slot is credited with the blocks."""
+        node, seq = invocation.node, invocation.seq
+        if slot >= len(links):
+            text = f"executor `{self.name}` is shut down; node #{node} cannot run"
+            complete(Outcome(node, seq, [[] for _ in range(outputs)], error=f"BrokenError: {text}",
+                             exception=BrokenError(text)))
+            return
+        link = links[slot]
+        if link.lost and self._restarts.enabled:
+            link = self._revive(link) or link
         try:
             frame = transfer.encode_invocation(invocation, link.arena, link.arena_slot)
         except UsageError as exc:
             complete(failed_outcome(invocation, exc, outputs))
             return
-        link.call(link.new_call(node, invocation.seq, outputs, complete), frame)
+        link.call(link.new_call(node, seq, outputs, complete), frame)
+
+    def _unless_broken(self, node: int, seq: int, outputs: int, complete: Complete) -> Complete:
+        """``complete``, with a failure instead of the outcome once the node could not be
+        reopened after a restart (its calls queued behind that ``open`` ran on an unopened kernel)."""
+        broken = self._restarts.broken
+
+        def done(outcome: Outcome) -> None:
+            text = broken.get(node)
+            if text and not outcome.error:
+                outcome = Outcome(node, seq, [[] for _ in range(outputs)], error=f"BrokenError: {text}",
+                                  exception=BrokenError(text))
+            complete(outcome)
+
+        return done
+
+    # -- restarts ---------------------------------------------------------------------------------
+
+    def _on_worker_lost(self, dead: WorkerLink, how: str) -> str:
+        """``WorkerLink``'s ``on_lost``: replace the worker; the note its failed calls carry."""
+        link = self._revive(dead)
+        if link is None:
+            return f" (not restarted: {self._restarts.why_not(dead.slot)})"
+        return f" (restarted as worker process {link.pid})"
+
+    def _revive(self, dead: WorkerLink) -> WorkerLink | None:
+        """The worker that replaces ``dead`` in its slot, started now unless it was already;
+        None when none may (not serving a started graph, or too many restarts).
+
+        The new worker's hosting request and the ``open`` of each of its nodes are queued
+        before any other call can reach it (under the lock), so they run first.
+        """
+        slot = dead.slot
+        with self._lock:
+            links = self._links
+            if slot >= len(links):
+                return None
+            current = links[slot]
+            if current is not dead:
+                return None if current.lost else current
+            request = self._requests.get(slot)
+            if not self._serving or request is None or not request.recipes or self._restarts.given_up(slot):
+                return None
+            number = self._restarts.allow(slot, time.monotonic())
+            if not number:
+                log.error("process.worker.restart.given_up executor=%r slot=%d pid=%d how=%r nodes=%r why=%r",
+                          self.name, slot, dead.pid, dead.lost, sorted(dead.nodes.values()),
+                          self._restarts.why_not(slot))
+                return None
+            try:
+                link = self._new_link(slot)
+            except OSError as exc:
+                log.error("process.worker.restart.failed executor=%r slot=%d error=%r", self.name, slot, exc)
+                return None
+            link.nodes = dict(dead.nodes)
+            links[slot] = link
+            try:
+                hosting = link.send_hosting(request)
+            except BrokenError:
+                return link  # dead already: its own ``on_lost`` takes over
+            for index in link.nodes:
+                self._reopen(link, index, hosting)
+        log.warning("process.worker.restarted executor=%r slot=%d pid=%d old_pid=%d how=%r nodes=%r restart=%d",
+                    self.name, slot, link.pid, dead.pid, dead.lost, sorted(link.nodes.values()), number)
+        return link
+
+    def _reopen(self, link: WorkerLink, index: int, hosting: Hosting) -> None:
+        """Queue the ``open`` of node ``index`` on the restarted ``link``: its output is
+        dropped, and its error fails every later call of the node (``Restarts.broken``)."""
+        name = link.nodes[index]
+        invocation = Invocation(index, -1, PHASE_OPEN, TS_UNSTARTED, [None] * self._inputs.get(index, 0))
+
+        def reopened(outcome: Outcome) -> None:
+            if not outcome.error:
+                log.info("process.worker.reopened executor=%r pid=%d node=%r", self.name, link.pid, name)
+                return
+            if link.lost:
+                return  # it died again: the next restart reopens the node, or gives up
+            why = outcome.error
+            reply = hosting.reply  # answered before this open (one FIFO per worker)
+            if reply is not None:
+                why = next((text for i, text in reply.failures if i in (index, -1)), why)
+            text = (f"node `{name}` could not be opened again in worker process {link.pid} of executor "
+                    f"`{self.name}` after a restart: {why}")
+            self._restarts.broken[index] = text
+            log.error("process.worker.reopen.failed executor=%r pid=%d node=%r error=%r", self.name, link.pid,
+                      name, why)
+
+        frame = transfer.encode_invocation(invocation, link.arena, link.arena_slot)
+        link.call(link.new_call(index, -1, self._outputs.get(index, 0), reopened), frame)
 
     @property
     def pids(self) -> list[int]:
@@ -280,9 +456,13 @@ class ProcessPoolExecutor:
         self._dispatcher.shutdown()
         with self._lock:
             links, self._links = self._links, []
-        self._placed = {}
+            self._serving = False
+        self._replicas = {}
         self._outputs = {}
-        self._placements = 0
+        self._inputs = {}
+        self._requests = {}
+        self._placement.clear()
+        self._restarts.clear()
         for link in links:
             link.stop()
         deadline = time.monotonic() + STOP_GRACE_S
@@ -291,3 +471,13 @@ class ProcessPoolExecutor:
         arena, self._arena = self._arena, None
         if arena is not None:
             arena.close(unlink=True)
+
+
+def _releasing(replicas: Replicas, k: int, complete: Complete) -> Complete:
+    """``complete``, after counting the call done on replica ``k``."""
+
+    def done(outcome: Outcome) -> None:
+        replicas.done(k)
+        complete(outcome)
+
+    return done

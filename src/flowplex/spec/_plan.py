@@ -227,6 +227,13 @@ class _Planner:
                 msg = (f"`num_processes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
                        "drop the field or change its `type`)")
                 raise self.fail(None, (*at, "num_processes"), msg)
+            if ex.restart not in ("never", "on_failure"):
+                msg = f"unknown restart `{ex.restart}`; expected `never` or `on_failure`"
+                raise self.fail(None, (*at, "restart"), msg)
+            if ex.restart != "never" and ex.type != "ProcessPoolExecutor":
+                msg = (f"`restart` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
+                       "drop the field or change its `type`)")
+                raise self.fail(None, (*at, "restart"), msg)
             if not 0 <= ex.priority <= 99:
                 raise self.fail(None, (*at, "priority"), f"priority must be in 0..99, got {ex.priority}")
             if any(core < 0 for core in ex.affinity):

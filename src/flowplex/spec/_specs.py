@@ -18,6 +18,8 @@ ExecutorType = Literal["ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolE
 EXECUTOR_TYPES: Final[tuple[str, ...]] = ("ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor")
 
 StatsLevel = Literal["off", "basic", "full"]
+RestartPolicy = Literal["never", "on_failure"]
+"""What a ``ProcessPoolExecutor`` does when a worker process dies."""
 OnError = Literal["abort", "skip"]
 
 DEFAULT_EXECUTOR: Final = "default"
@@ -140,6 +142,8 @@ class ExecutorSpec:
     priority: int = 0
     num_processes: int = 0
     """``ProcessPoolExecutor``: worker processes; 0 means one per CPU (``os.cpu_count()``)."""
+    restart: RestartPolicy = "never"
+    """``ProcessPoolExecutor``: ``never`` or ``on_failure`` (a dead worker is replaced)."""
 
 
 @dataclass(frozen=True, slots=True)
