@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
+import re
 import sys
 import uuid
 from collections.abc import Iterator
@@ -69,6 +70,17 @@ def fresh_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[st
     sys.modules.pop(name, None)
 
 
+def test_the_module_is_imported_when_the_graph_loads_and_the_class_registered_under_the_reference(
+        make_graph: GraphFactory, fresh_module: str) -> None:
+    reference = f"{fresh_module}:Triple"
+    assert fresh_module not in sys.modules and reference not in flowplex.registered_kernels()
+    load_yaml(graph(reference))
+    triple = sys.modules[fresh_module].Triple
+    assert reference in flowplex.registered_kernels()
+    assert kernel_class(reference) is triple
+    assert outputs(make_graph(graph(reference)), [1, 2]) == [3, 6]
+
+
 def test_a_graph_built_twice_and_the_runner_reuse_the_registered_class(make_graph: GraphFactory) -> None:
     reference = f"{MODULE}:AddOne"
     assert outputs(make_graph(graph(reference)), [1]) == [2]
@@ -106,3 +118,12 @@ def test_a_process_pool_worker_loads_the_reference_as_the_host_did(make_graph: G
     # Earlier tests' references to modules now gone fail there (the history is process-wide): not this one.
     lost = [m for m in caplog.messages if "process.worker.import.failed" in m and kernels.PROBE in m]
     assert lost == []
+
+
+def test_an_unknown_reference_is_an_unknown_kernel_error_naming_the_node() -> None:
+    with pytest.raises(UnknownKernelError) as info:
+        flowplex.Graph.from_yaml(graph(f"{MODULE}:AddOn"))
+    assert isinstance(info.value, KeyError)
+    assert re.fullmatch(rf"nodes\[0\]\.kernel \(node `k`\): kernel `{re.escape(MODULE)}:AddOn`: module "
+                        rf"`{re.escape(MODULE)}` has no attribute `AddOn`; did you mean `AddOne`\? \(kernel "
+                        r"classes in it: AddOne, Probe\)", str(info.value)), str(info.value)
