@@ -237,3 +237,18 @@ def test_check_reports_a_failing_yaml_import(tmp_path: Path) -> None:
     assert report["ok"] is False
     assert re.fullmatch(r"g\.yaml:1: imports\[0\]: cannot import file `missing\.py`: no such file \(.*missing\.py\)",
                         report["diagnostics"][0]["message"])
+
+
+def test_a_module_class_kernel_needs_no_import_and_a_bad_one_is_one_line_in_run_and_check(tmp_path: Path) -> None:
+    kernels(tmp_path / "my_kernels.py", "CliByClass")
+    graph(tmp_path / "g.yaml", "my_kernels:Plus")
+    result = flowplex("run", "g.yaml", cwd=tmp_path)  # the module is found in the current directory
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == PLUS_100
+    graph(tmp_path / "bad.yaml", "my_kernels:Pluss")
+    message = (r"bad\.yaml:4: nodes\[1\]\.kernel \(node `k`\): kernel `my_kernels:Pluss`: module `my_kernels` has no "
+               r"attribute `Pluss`; did you mean `Plus`\? \(kernel classes in it: Plus\)")
+    one_error_line(flowplex("run", "bad.yaml", cwd=tmp_path), message)
+    checked = flowplex("check", "bad.yaml", cwd=tmp_path)
+    assert checked.returncode == 1, checked.stderr
+    assert re.fullmatch(f"check-config: {message}\n", checked.stderr), checked.stderr

@@ -68,10 +68,14 @@ class NodeSite:
         """The ``file:LINE: `` prefix for ``field`` of this node."""
         return self.source.prefix((*self.yaml_path, *field))
 
+    def where(self, field: YamlPath) -> str:
+        """``file:LINE: nodes[3].field (node `a`)``: the prefix of a message about ``field``."""
+        return self.locate(field) + format_path((*self.yaml_path, *field)) + node_context(self.name,
+                                                                                          expanded=self.expanded)
+
     def error(self, field: YamlPath, message: str) -> ConfigError:
         """``file:LINE: nodes[3].field (node `a`): message``."""
-        where = format_path((*self.yaml_path, *field)) + node_context(self.name, expanded=self.expanded)
-        return ConfigError(f"{self.locate(field)}{where}: {message}")
+        return ConfigError(f"{self.where(field)}: {message}")
 
 
 def default_name(model: NodeModel, index: int) -> str:

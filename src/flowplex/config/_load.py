@@ -2,8 +2,9 @@
 
 The order matters for which error a broken file reports first, and follows lm-flow's: parse,
 ``include``, subgraph expansion, node checks, plan; flowplex's ``imports`` (the user's kernel
-code) run right after the schema check. The plan runs here too, with the document's line
-table, so that every error (not only schema errors) carries ``file.yaml:LINE:``.
+code) run right after the schema check, and ``kernel: module:Class`` references are imported
+after the plan. The plan runs here too, with the document's line table, so that every error
+(not only schema errors) carries ``file.yaml:LINE:``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from ._convert import convert_executor
 from ._expand import expand_nodes
 from ._imports import run_imports
 from ._include import collect_subgraphs, read_text
+from ._kernels import resolve_module_classes
 from ._marks import parse_document
 from ._paths import Source, format_path
 from ._ports import port_specs
@@ -134,4 +136,6 @@ def _load(text: str, name: str | None, file: Path | None, default_executor: str 
             return source.prefix(field)
         return sites[node].locate(field)
 
-    return build_plan(spec, locate=locate)
+    plan = build_plan(spec, locate=locate)
+    resolve_module_classes(spec.nodes, sites)  # after the plan: a graph's structure is checked first
+    return plan

@@ -154,7 +154,11 @@ class NodeModel(_Model):
     """One entry of ``nodes`` (a kernel node, a ``type: route`` node or a subgraph instance)."""
 
     name: Name = ""
-    kernel: Name = ""
+    kernel: Name = Field(
+        default="",
+        description="A registered kernel name, or `module:Class` (a Kernel subclass, imported by module path).",
+        examples=["ScaleKernel", "mypkg.vision:Features"],
+    )
     type: Name = Field(default="", description="The name of a subgraph, or `route`.", examples=["route"])
     input_ports: list[Name] = Field(
         default_factory=list, description="`name`, `TAG:name` or `TAG:index:name`."

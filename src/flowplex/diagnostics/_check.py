@@ -2,7 +2,8 @@
 
 Parses, runs the graph's ``imports`` (so that one that fails is reported), resolves includes,
 expands subgraphs and plans the graph without creating kernels or executors or starting threads
-(so unknown kernel names are fine). The report renders to
+(so unknown kernel names are fine; a ``kernel: module:Class`` reference is imported and checked,
+as an ``imports`` entry is). The report renders to
 lm-flow's ``check-config --json`` object and to its text lines; the CLI only prints them.
 """
 

@@ -86,7 +86,8 @@ def import_target(target: str, *, base: Path, where: str) -> str:
 
 def record_import(kind: str, value: str) -> None:
     """Note that this process loaded kernel code: a ``module`` by name, a ``file`` by absolute
-    path, or the ``entry_point`` of a kernel name (``imports_so_far`` lists them)."""
+    path, the ``entry_point`` of a kernel name, or the ``class`` of a ``module:Class`` kernel
+    name (``imports_so_far`` lists them)."""
     with _lock:
         _history[(kind, value)] = None
 
@@ -95,7 +96,8 @@ def imports_so_far() -> tuple[tuple[str, str], ...]:
     """Every ``(kind, value)`` that ``record_import`` noted, in the order first noted.
 
     A worker process replays them before it builds kernels, so that it loads the graph's
-    ``imports:``, ``--import`` targets and ``flowplex.kernels`` entry points as this process did.
+    ``imports:``, ``--import`` targets, ``flowplex.kernels`` entry points and ``module:Class``
+    kernels as this process did.
     """
     with _lock:
         return tuple(_history)

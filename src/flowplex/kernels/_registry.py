@@ -3,7 +3,8 @@
 Kernels are declared, not discovered: ``@kernel("Name")`` registers a ``Kernel`` subclass at
 decoration time, and a graph that names the kernel instantiates it once per node. An installed
 distribution declares its kernels by name in the ``flowplex.kernels`` entry-point group; a name
-that is not registered is looked up there (``_entry_points``) and loaded on first use.
+that is not registered is looked up there (``_entry_points``) and loaded on first use. A name
+of the form ``module:Class`` needs no registration: it names the class (``_module_class``).
 """
 
 from __future__ import annotations
@@ -134,11 +135,29 @@ def registered_kernels() -> list[str]:
 def kernel_class(name: str, *, where: str = "kernel") -> type[Kernel]:
     """The class registered under ``name``; ``UnknownKernelError`` (a ``KeyError``) otherwise.
 
-    On a miss, the ``flowplex.kernels`` entry points of installed distributions are consulted
-    (see ``_entry_points``): one named ``name`` is loaded, which registers the kernel.
+    A name containing ``:`` is a ``module:Class`` reference (``mypkg.vision:Features``, see
+    ``_module_class``): the module is imported and the class, which must subclass ``Kernel``,
+    is registered under that name. On a miss, the ``flowplex.kernels`` entry points of
+    installed distributions are consulted (see ``_entry_points``): one named ``name`` is
+    loaded, which registers the kernel.
+
+    Raises:
+        UnknownKernelError: No kernel is registered or declared under ``name``, or the module
+            or class a ``module:Class`` reference names does not exist.
+        ConfigError: A ``module:Class`` reference is malformed, its module fails to import, or
+            it names something that is not a ``Kernel`` subclass; an entry point fails to load.
     """
     with _lock:
         cls = _registry.get(name)
+    if cls is None and ":" in name:
+        from . import _module_class
+        from ._loading import record_import
+
+        # Registered under the reference: later lookups are cheap, and a name cannot come to
+        # mean another class (the same class again is a no-op, so resolving twice is fine).
+        cls = kernel(name)(_module_class.resolve(name, where))
+        record_import("class", name)  # a worker process loads it the same way
+        return cls
     if cls is None and name in _PROVIDERS:
         import importlib
 

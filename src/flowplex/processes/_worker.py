@@ -169,6 +169,8 @@ class _Worker:
             try:
                 if kind == "entry_point":
                     kernel_class(value, where="entry point")
+                elif kind == "class":  # a `module:Class` kernel name: imports and registers it
+                    kernel_class(value, where="kernel")
                 else:
                     import_target(value, base=Path.cwd(), where=f"`{value}`")
             except Exception as exc:

@@ -102,7 +102,7 @@ class NodeSpec:
 
     name: str
     kernel: str
-    """Registered kernel name; ``ROUTE_KERNEL`` for route nodes."""
+    """Registered kernel name or ``module:Class`` reference; ``ROUTE_KERNEL`` for route nodes."""
     path: str
     """Where the node came from, for error messages: ``nodes[2]`` or
     ``subgraphs.Foo.nodes[1] (expanded node 'd/b')``."""
