@@ -126,6 +126,7 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
             priority=model.priority,
             num_processes=model.num_processes,
             restart=model.restart,
+            arena_bytes=model.arena_bytes,
         )
     return ExecutorSpec(
         name=model.name,
@@ -135,6 +136,7 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
         priority=model.priority,
         num_processes=model.num_processes,
         restart=model.restart,
+        arena_bytes=model.arena_bytes,
     )
 
 

@@ -74,6 +74,14 @@ class ExecutorModel(_Model):
             "every later call of its nodes."
         ),
     )
+    arena_bytes: Count = Field(
+        default=0,
+        description=(
+            "ProcessPoolExecutor only: bytes of the shared memory that frames cross in; 0 means "
+            "the default, 256 MiB (at most half of what /dev/shm has free). When it is full, "
+            "producers wait for frames to be consumed."
+        ),
+    )
     affinity: list[Count] = Field(
         default_factory=list, description="Worker i is pinned to affinity[i % len]."
     )

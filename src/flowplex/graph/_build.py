@@ -94,6 +94,9 @@ def make_executor(spec: ExecutorSpec) -> Executor:
     if spec.type == "DelegatingExecutor":
         return DelegatingExecutor(spec.name)
     if spec.type == "ProcessPoolExecutor":
+        if spec.arena_bytes:
+            return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart,
+                                       arena_bytes=spec.arena_bytes)
         return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart)
     return ThreadPoolExecutor(spec.name, spec.num_threads, spec.affinity, spec.priority)
 

@@ -56,6 +56,7 @@ def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseExcep
         for p in packets:
             p._owned = False
         staged.extend(packets)
+        packets.clear()  # the context holds them now, alone: a consumer may find them exclusive
     ctx._bounds = outcome.bounds
     ctx._source_done = outcome.source_done
     ctx._yield = outcome.yield_s

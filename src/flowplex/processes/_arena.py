@@ -389,8 +389,9 @@ class _Memory:
         self.keep = keep
 
 
-def rooted(arr: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
-    """The same memory as ``arr`` (and its writeability), as an array that its views point at.
+def rooted(arr: npt.NDArray[np.generic], *, writeable: bool | None = None) -> npt.NDArray[np.generic]:
+    """The same memory as ``arr`` (writeable as ``arr`` is, unless said), as an array that its
+    views point at.
 
     numpy points a new view at the array that owns its memory, or at the first one over a
     foreign buffer; an array over a block is neither. ``make_mutable`` proves that no view of
@@ -399,7 +400,7 @@ def rooted(arr: npt.NDArray[np.generic]) -> npt.NDArray[np.generic]:
     import numpy as np
 
     interface = dict(arr.__array_interface__)
-    interface["data"] = (interface["data"][0], not arr.flags.writeable)
+    interface["data"] = (interface["data"][0], not (arr.flags.writeable if writeable is None else writeable))
     root: npt.NDArray[np.generic] = np.asarray(_Memory(interface, arr))
     return root
 

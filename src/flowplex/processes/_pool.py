@@ -58,6 +58,8 @@ STOP_GRACE_S: Final = 1.0
 """How long ``shutdown`` lets workers exit on their own before terminating them."""
 DISPATCH_THREADS: Final = 1
 """One dispatcher keeps tasks in submission order; its work is encoding, never waiting."""
+_in_task: Final = threading.local()
+"""``busy`` while this thread runs a task of a pool (``ProcessPoolExecutor.submit``)."""
 
 
 @final
@@ -419,10 +421,26 @@ class ProcessPoolExecutor:
     # -- tasks ------------------------------------------------------------------------------------
 
     def submit(self, fn: Task, arg: object) -> None:
-        """Queue ``fn(arg)`` for the dispatcher thread."""
-        self._dispatcher.submit(fn, arg)
+        """Run ``fn(arg)`` now, on the calling thread: the engine's task for a node of this
+        pool turns a claim into a frame and queues it (``invoke``), which never waits for a
+        worker, and a thread hop would be most of a small invocation's cost.
 
-    submit_background = submit
+        A task submitted from inside another (a call that failed at once, completing on the
+        spot) goes to the dispatcher thread instead, so that failures cannot recurse.
+        """
+        local = _in_task
+        if getattr(local, "busy", False):
+            self._dispatcher.submit(fn, arg)
+            return
+        local.busy = True
+        try:
+            fn(arg)
+        finally:
+            local.busy = False
+
+    def submit_background(self, fn: Task, arg: object) -> None:
+        """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
+        self._dispatcher.submit(fn, arg)
 
     def backlog(self) -> Sized | None:
         """None: the dispatcher has no caller-thread loop."""

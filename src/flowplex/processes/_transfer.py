@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import pickle
 import struct
-from collections.abc import Callable, Iterable
+import sys
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
 from ..errors import UsageError
@@ -81,11 +82,20 @@ def decode_outcome(frame: bytes | memoryview, arena: Arena) -> Outcome:
 # -- buffers --------------------------------------------------------------------------------------
 
 
-def _reducers(arena: Arena, packets: Iterable[Packet | None]) -> dict[type, Callable[[_Buffer], object]]:
-    """A reducer for buffer holders that says whether the receiver may write in place."""
+def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Callable[[_Buffer], object]]:
+    """A reducer for buffer holders that says whether the receiver may write in place.
+
+    ``packets`` lists each buffer packet of the message as often as the message holds it; a
+    packet held anywhere else too (another consumer's queue, a poller) is shared, whatever
+    its payload says, as is a payload another handle holds (``sole_holder``).
+    """
     shared: set[int] = set()
+    seen: set[int] = set()
     for p in packets:
-        if p is not None and type(p._value) is _Buffer and not sole_holder(p):
+        if p is None or type(p._value) is not _Buffer or id(p) in seen:
+            continue
+        seen.add(id(p))
+        if sys.getrefcount(p) != _message_refs(packets.count(p)) or not sole_holder(p):
             shared.add(id(p._value))
 
     def reduce_holder(h: _Buffer) -> object:
@@ -98,11 +108,22 @@ def _reducers(arena: Arena, packets: Iterable[Packet | None]) -> dict[type, Call
     return {_Buffer: reduce_holder}
 
 
+def _message_refs(k: int) -> int:
+    """``sys.getrefcount`` of a packet in ``_reducers`` that only the message holds, ``k`` times:
+    the message's own lists and ``packets`` hold it ``k`` times each, plus the loop variable
+    and the call's argument."""
+    return 2 * k + 2
+
+
 def _arrived(arr: npt.NDArray[np.generic], code: int, external: bool, exclusive: bool) -> _Buffer:
     """The receiver's holder: engine-owned (``make_mutable`` writes in place) when the sender
-    held it alone, else read-only (``make_mutable`` copies)."""
-    if exclusive and arr.flags.writeable:
-        return wrap_owned(rooted(arr), code, external=external)
+    held it alone, else read-only (``make_mutable`` copies).
+
+    The memory is the receiver's to write either way (the arena, or its own copy of the
+    message), so an array numpy rebuilt read-only (the sender's was) is made writeable.
+    """
+    if exclusive:
+        return wrap_owned(rooted(arr, writeable=True), code, external=external)
     if arr.flags.writeable:
         arr.setflags(write=False)
     return wrap_adopted(arr, code, external=external)

@@ -227,6 +227,13 @@ class _Planner:
                 msg = (f"`num_processes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
                        "drop the field or change its `type`)")
                 raise self.fail(None, (*at, "num_processes"), msg)
+            if ex.arena_bytes and ex.type != "ProcessPoolExecutor":
+                msg = (f"`arena_bytes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
+                       "drop the field or change its `type`)")
+                raise self.fail(None, (*at, "arena_bytes"), msg)
+            if ex.arena_bytes and ex.arena_bytes < 65536:
+                msg = f"arena_bytes must be 0 (the default, 256 MiB) or at least 65536 (64 KiB), got {ex.arena_bytes}"
+                raise self.fail(None, (*at, "arena_bytes"), msg)
             if ex.restart not in ("never", "on_failure"):
                 msg = f"unknown restart `{ex.restart}`; expected `never` or `on_failure`"
                 raise self.fail(None, (*at, "restart"), msg)

@@ -144,6 +144,8 @@ class ExecutorSpec:
     """``ProcessPoolExecutor``: worker processes; 0 means one per CPU (``os.cpu_count()``)."""
     restart: RestartPolicy = "never"
     """``ProcessPoolExecutor``: ``never`` or ``on_failure`` (a dead worker is replaced)."""
+    arena_bytes: int = 0
+    """``ProcessPoolExecutor``: the shared-memory arena's size; 0 means the default (256 MiB)."""
 
 
 @dataclass(frozen=True, slots=True)
