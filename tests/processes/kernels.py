@@ -223,3 +223,11 @@ class PMake(flowplex.Kernel):
         p, view = cc.new_buffer((cc.option_int("size", 1 << 20),), "u8")
         view[:] = cc.input(0).as_int() % 256
         cc.emit(0, p)
+
+
+@flowplex.kernel("PFull")
+class PFull(flowplex.Kernel):
+    """Emits a plain numpy array (not ``new_buffer``) of option ``size`` bytes, filled with its input."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, np.full(cc.option_int("size", 1 << 20), cc.input(0).as_int() % 256, np.uint8))
