@@ -325,6 +325,7 @@ class WorkerLink:
         """Read answers and complete their waiters until the worker's pipe closes or it dies."""
         conn = self._conn
         sentinel = self._process.sentinel
+        how = ""
         try:
             while True:
                 ready = wait([conn, sentinel])
@@ -335,9 +336,8 @@ class WorkerLink:
             pass
         except _ProtocolError as exc:
             self._kill()
-            self._lose(f"sent an answer flowplex cannot read ({exc}; this is a flowplex bug, please report it)")
-        else:
-            self._lose("")
+            how = f"sent an answer flowplex cannot read ({exc}; this is a flowplex bug, please report it)"
+        self._lose(how)
         self._sender.join(KILL_WAIT_S)  # it stops writing once the worker is lost
         self._socket.close()
 
