@@ -145,14 +145,16 @@ def interleaved(cases: dict[str, Callable[[], float]]) -> dict[str, float]:
 
 
 def drain(poller: Any, count: int, into: list[Any] | None = None) -> None:
-    """Read ``count`` packets from ``poller`` (keep them in ``into`` when given)."""
+    """Read ``count`` packets from ``poller`` (keep the last in ``into`` when given: a consumer
+    that kept every frame would hold the whole shared-memory arena)."""
+    packet = None
     for _ in range(count):
         packet = poller.next(60.0)
         if packet is None:
             msg = "benchmark: the stream ended early"
             raise RuntimeError(msg)
-        if into is not None:
-            into.append(packet)
+    if into is not None:
+        into.append(packet)
 
 
 def line(name: str, figures: str, ratio: float, target: float, what: str) -> None:
@@ -252,10 +254,12 @@ def bench_cpu(packets: int) -> None:
 OVERHEAD_YAML: Final = """
 executors: [{ name: pool, type: ProcessPoolExecutor, num_processes: 1 }]
 nodes:
-  - { name: fwd, kernel: BenchForward, executor: pool, input_ports: [x], output_ports: [y] }
+  - { name: fwd, kernel: BenchForward, executor: pool, max_in_flight: %d, input_ports: [x], output_ports: [y] }
 input_ports: [x]
 output_ports: [y]
 """
+PIPELINE_DEPTH: Final = 16
+"""``max_in_flight`` of the pipelined case: calls queued at the one worker, answered in order."""
 
 
 def graph_round_trips(run: Running, calls: int) -> float:
@@ -298,22 +302,25 @@ def futures_pipelined(pool: concurrent.futures.Executor, calls: int) -> float:
 
 
 def bench_overhead(calls: int) -> None:
-    run = Running(OVERHEAD_YAML)
+    run = Running(OVERHEAD_YAML % 1)
+    deep = Running(OVERHEAD_YAML % PIPELINE_DEPTH)
     try:
         with concurrent.futures.ProcessPoolExecutor(1, mp_context=CTX) as pool:
             pool.submit(echo, 0).result()  # starts its worker
             secs = interleaved({
                 "flowplex round trip": lambda: graph_round_trips(run, calls),
                 "futures round trip": lambda: futures_round_trips(pool, calls),
-                "flowplex pipelined": lambda: graph_pipelined(run, calls),
+                "flowplex pipelined": lambda: graph_pipelined(deep, calls),
                 "futures pipelined": lambda: futures_pipelined(pool, calls),
             })
     finally:
         run.close()
+        deep.close()
     us = {name: s / calls * 1e6 for name, s in secs.items()}
     print(f"# overhead: {calls} int packets per round; a forwarding kernel on a pool of 1 process, against "
-          "concurrent.futures.ProcessPoolExecutor(1) running the same function; the node has max_in_flight 1, so "
-          "its pipelined calls still reach the worker one at a time", flush=True)
+          f"concurrent.futures.ProcessPoolExecutor(1) running the same function; round trips with max_in_flight 1, "
+          f"pipelined with max_in_flight {PIPELINE_DEPTH} (calls queued at the one worker, outputs in order)",
+          flush=True)
     for how in ("round trip", "pipelined"):
         fp, cf = us[f"flowplex {how}"], us[f"futures {how}"]
         line("overhead", f"{how}: flowplex {fp:.0f} us per call, futures {cf:.0f} us per call", cf / fp, 3,

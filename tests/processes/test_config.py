@@ -56,9 +56,12 @@ def error_of(text: str) -> str:
         ("{ name: d, type: DelegatingExecutor, num_processes: 2 }", "",
          r"^executors\[0\]\.num_processes: `num_processes` applies to ProcessPoolExecutor only \(this executor is "
          r"a DelegatingExecutor;"),
-        ("{ name: p, type: ProcessPoolExecutor, num_processes: 1 }", ", executor: p, max_in_flight: 2",
-         r"^nodes\[0\]\.max_in_flight \(node `n`\): max_in_flight=2 needs an executor with more than one process, "
-         r"but executor `p` provides 1 -- there would be no parallelism$"),
+        ("{ name: p, type: ProcessPoolExecutor, arena_bytes: 1000 }", "",
+         r"^executors\[0\]\.arena_bytes: arena_bytes must be 0 \(the default, 1 GiB\) or at least 65536 "
+         r"\(64 KiB\), got 1000$"),
+        ("{ name: t, type: ThreadPoolExecutor, arena_bytes: 1048576 }", "",
+         r"^executors\[0\]\.arena_bytes: `arena_bytes` applies to ProcessPoolExecutor only \(this executor is "
+         r"a ThreadPoolExecutor;"),
     ],
 )
 def test_executor_options_are_validated_with_their_path(executors: str, node: str, pattern: str) -> None:

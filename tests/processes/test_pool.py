@@ -74,6 +74,23 @@ def test_a_chain_on_the_pool_gives_the_inline_results_from_worker_processes(no_l
     assert len(pids) == 1 and os.getpid() not in pids  # b ran in one worker, not here
 
 
+def test_max_in_flight_beyond_the_workers_pipelines_calls_to_one_instance_in_order() -> None:
+    """A pool of one process takes max_in_flight 4: the calls queue at its one instance (no
+    replica can run elsewhere), and the outputs still come in input order."""
+    body = """
+nodes:
+  - { name: r, kernel: PReplica, executor: pool, max_in_flight: 4, input_ports: [x], output_ports: [y] }
+input_ports: [x]
+output_ports: [y]
+"""
+    with flowplex.Graph.from_yaml(pool_yaml(body, 1)) as g:
+        rows = [np.asarray(v) for v in run_values(g, "y", list(range(12)))]
+    process_rows = [row for row in rows if row[0] >= 0]
+    assert [int(row[0]) for row in process_rows] == list(range(12))
+    assert {int(row[1]) for row in rows} != {os.getpid()} and len({int(row[1]) for row in rows}) == 1
+    assert [int(row[2]) for row in process_rows] == list(range(1, 13))  # one instance saw them all, in order
+
+
 def test_nodes_are_placed_round_robin_and_keep_worker_and_state_across_a_restart() -> None:
     body = """
 nodes:

@@ -78,7 +78,7 @@ class ExecutorModel(_Model):
         default=0,
         description=(
             "ProcessPoolExecutor only: bytes of the shared memory that frames cross in; 0 means "
-            "the default, 256 MiB (at most half of what /dev/shm has free). When it is full, "
+            "the default, 1 GiB (at most half of what /dev/shm has free). When it is full, "
             "producers wait for frames to be consumed."
         ),
     )

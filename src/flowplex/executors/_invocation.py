@@ -45,6 +45,11 @@ class Invocation:
     close_reason: int = 0
     """``CloseReason`` of a ``close`` callback."""
 
+    def __reduce__(self) -> tuple[type[Invocation], tuple[object, ...]]:
+        # By position: a third of the default (slots) pickle's size and time, each way.
+        return (Invocation, (self.node, self.seq, self.phase, self.ts, self.inputs, self.batch, self.done,
+                             self.close_reason))
+
 
 @dataclass(slots=True)
 class Outcome:
@@ -76,6 +81,11 @@ class Outcome:
     """The formatted traceback of that exception, from the host that ran it."""
     exception: BaseException | None = None
     """The exception itself when it survived encoding (else only ``error`` tells)."""
+
+    def __reduce__(self) -> tuple[type[Outcome], tuple[object, ...]]:
+        return (Outcome, (self.node, self.seq, self.outputs, self.bounds, self.source_done, self.yield_s,
+                          self.counters, self.logs, self.ignored_emits, self.started_ns, self.duration_ns,
+                          self.copies, self.error, self.traceback, self.exception))
 
 
 Complete = Callable[[Outcome], None]

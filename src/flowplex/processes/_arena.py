@@ -46,8 +46,9 @@ log = logging.getLogger(__name__)
 
 PAGE: Final = 64 * 1024
 """The allocation unit. Buffers smaller than a page travel inside their message instead."""
-DEFAULT_ARENA_BYTES: Final = 256 * 1024 * 1024
-"""The arena's default size: about forty 1080p RGB frames in flight at once."""
+DEFAULT_ARENA_BYTES: Final = 1024 * 1024 * 1024
+"""The arena's default size: about 170 1080p RGB frames alive at once. Memory is only used
+as it is touched (and reused first), so the default costs what the frames in flight cost."""
 WAIT_S: Final = 60.0
 """How long an allocation waits for space (backpressure) before it fails, saying why."""
 NAME_PREFIX: Final = "flowplex-arena-"

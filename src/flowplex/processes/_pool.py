@@ -110,7 +110,7 @@ class ProcessPoolExecutor:
                 If in doubt, use the number of nodes doing heavy Python work.
             start_method: ``spawn`` (a fresh interpreter per worker) or ``forkserver`` (forked
                 from one fresh server process: faster to start, same isolation).
-            arena_bytes: The size of the shared memory that frames cross in (default 256 MiB,
+            arena_bytes: The size of the shared memory that frames cross in (default 1 GiB,
                 at most half of what ``/dev/shm`` has free). When it is full, whoever needs
                 room waits for packets to be consumed.
             restart: ``never`` (a dead worker fails every later call of its nodes) or

@@ -60,13 +60,21 @@ def encode_invocation(invocation: Invocation, arena: Arena, to_slot: int) -> byt
     packets: list[Packet | None] = list(invocation.inputs)
     for port in invocation.batch or ():
         packets.extend(port)
-    return _frame(codec.encode_invocation(invocation, _reducers(arena, packets)), arena, to_slot)
+    reducers = _reducers(arena, packets)
+    del packets
+    if reducers is None:
+        return _plain(invocation)
+    return _frame(codec.encode_invocation(invocation, reducers), arena, to_slot)
 
 
 def encode_outcome(outcome: Outcome, arena: Arena, to_slot: int) -> bytes:
     """``outcome`` as one message for the host (``to_slot`` 0)."""
     packets = [p for port in outcome.outputs for p in port]
-    return _frame(codec.encode_outcome(outcome, _reducers(arena, packets)), arena, to_slot)
+    reducers = _reducers(arena, packets)
+    del packets
+    if reducers is None and outcome.exception is None:
+        return _plain(outcome)
+    return _frame(codec.encode_outcome(outcome, reducers), arena, to_slot)
 
 
 def decode_invocation(frame: bytes | memoryview, arena: Arena) -> Invocation:
@@ -82,7 +90,7 @@ def decode_outcome(frame: bytes | memoryview, arena: Arena) -> Outcome:
 # -- buffers --------------------------------------------------------------------------------------
 
 
-def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Callable[[_Buffer], object]]:
+def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Callable[[_Buffer], object]] | None:
     """A reducer for buffer holders that says whether the receiver may write in place.
 
     ``packets`` lists each buffer packet of the message as often as the message holds it; a
@@ -97,6 +105,8 @@ def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Call
         seen.add(id(p))
         if sys.getrefcount(p) != _message_refs(packets.count(p)) or not sole_holder(p):
             shared.add(id(p._value))
+    if not seen:
+        return None  # no buffer: the codec's own table
 
     def reduce_holder(h: _Buffer) -> object:
         arr = h.array
@@ -130,6 +140,20 @@ def _arrived(arr: npt.NDArray[np.generic], code: int, external: bool, exclusive:
 
 
 # -- frames ---------------------------------------------------------------------------------------
+
+
+def _plain(message: Invocation | Outcome) -> bytes:
+    """A message without buffers (most are): one plain pickle, no table, no buffer list.
+
+    Raises:
+        UsageError: Something in it does not pickle.
+    """
+    try:
+        header = pickle.dumps(message, codec.PROTOCOL)
+    except Exception as exc:
+        msg = f"encode: cannot pickle {type(message).__name__}: {type(exc).__name__}: {exc}"
+        raise UsageError(msg) from None
+    return _PREFIX.pack(codec.MAGIC, VERSION, 0, len(header)) + header
 
 
 def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int) -> bytes:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import heapq
 import math
-import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final, TypeAlias
@@ -232,7 +231,7 @@ class _Planner:
                        "drop the field or change its `type`)")
                 raise self.fail(None, (*at, "arena_bytes"), msg)
             if ex.arena_bytes and ex.arena_bytes < 65536:
-                msg = f"arena_bytes must be 0 (the default, 256 MiB) or at least 65536 (64 KiB), got {ex.arena_bytes}"
+                msg = f"arena_bytes must be 0 (the default, 1 GiB) or at least 65536 (64 KiB), got {ex.arena_bytes}"
                 raise self.fail(None, (*at, "arena_bytes"), msg)
             if ex.restart not in ("never", "on_failure"):
                 msg = f"unknown restart `{ex.restart}`; expected `never` or `on_failure`"
@@ -411,14 +410,13 @@ class _Planner:
         ex = self.executors[index]
         if node.max_in_flight < 1:
             raise self.fail(n, ("max_in_flight",), f"max_in_flight must be >= 1, got {node.max_in_flight}")
-        if node.max_in_flight > 1 and index != 0:
-            if ex.type == "ProcessPoolExecutor":
-                workers, unit = ex.num_processes or (os.cpu_count() or 1), "process"
-            else:
-                workers, unit = 1 if ex.type == "DelegatingExecutor" else ex.num_threads, "thread"
+        # A process pool takes any max_in_flight: calls beyond its replicas queue at the workers,
+        # pipelined (the pipe's latency overlaps the work), their outputs still in claim order.
+        if node.max_in_flight > 1 and index != 0 and ex.type != "ProcessPoolExecutor":
+            workers = 1 if ex.type == "DelegatingExecutor" else ex.num_threads
             if workers < 2:
                 msg = (
-                    f"max_in_flight={node.max_in_flight} needs an executor with more than one {unit}, "
+                    f"max_in_flight={node.max_in_flight} needs an executor with more than one thread, "
                     f"but executor `{ex.name}` provides {workers} -- there would be no parallelism"
                 )
                 raise self.fail(n, ("max_in_flight",), msg)

@@ -145,7 +145,7 @@ class ExecutorSpec:
     restart: RestartPolicy = "never"
     """``ProcessPoolExecutor``: ``never`` or ``on_failure`` (a dead worker is replaced)."""
     arena_bytes: int = 0
-    """``ProcessPoolExecutor``: the shared-memory arena's size; 0 means the default (256 MiB)."""
+    """``ProcessPoolExecutor``: the shared-memory arena's size; 0 means the default (1 GiB)."""
 
 
 @dataclass(frozen=True, slots=True)
