@@ -14,8 +14,8 @@ unknown kind, or used outside the suites is a usage error):
 - a trait, ``@pytest.mark.<trait>(reason=...)``: only on the kinds whose executor has it (see
   ``TRAITS``; today's kinds in brackets):
 
-  - ``self_running``: runs work with no host call [inline, threads, loopback] (a test that
-    starts a source and sleeps, or a graph nobody pumps);
+  - ``self_running``: runs work with no host call [inline, threads, loopback, processes] (a
+    test that starts a source and sleeps, or a graph nobody pumps);
   - ``on_caller``: a send has run the work it made ready when it returns [inline, loopback];
   - ``without_workers``: no worker threads of its own, so no two tasks race [inline,
     delegating, loopback];
