@@ -14,14 +14,19 @@ unknown kind, or used outside the suites is a usage error):
 - a trait, ``@pytest.mark.<trait>(reason=...)``: only on the kinds whose executor has it (see
   ``TRAITS``; today's kinds in brackets):
 
-  - ``self_running``: runs work with no host call [inline, threads, loopback] (a test that
-    starts a source and sleeps, or a graph nobody pumps);
+  - ``self_running``: runs work with no host call [inline, threads, loopback, processes] (a
+    test that starts a source and sleeps, or a graph nobody pumps);
   - ``on_caller``: a send has run the work it made ready when it returns [inline, loopback];
   - ``without_workers``: no worker threads of its own, so no two tasks race [inline,
     delegating, loopback];
   - ``local_kernels``: the kernels are the engine's own instances, fed the very packets it
     holds [inline, threads, delegating] (loopback runs copies behind the codec: no hop fast
-    path, no zero copy).
+    path, no zero copy);
+  - ``in_process``: the kernels run in this interpreter [inline, threads, delegating,
+    loopback], so a kernel class may be defined inside the test, what a kernel writes to a
+    list or an Event is what the test reads, and a graph starts at no cost (a process pool
+    imports kernels by reference in its workers, and each graph starts them: a test that
+    starts dozens of graphs says so in its reason).
 
 A new kind needs no change here: adding it to ``flowplex.testing.EXECUTOR_KINDS`` runs the
 suites on it, and its traits are read from the executor's protocol attributes.
@@ -84,6 +89,9 @@ TRAITS: Final[dict[str, Callable[[Executor], bool]]] = {
     "without_workers": lambda ex: ex.threads == 0,
     # The engine runs its own kernel instances on the packets it holds (no codec in between).
     "local_kernels": lambda ex: not ex.hosts_kernels,
+    # Kernels run in this interpreter. TODO(issue 14): read a protocol attribute
+    # (``kernels_in_process``) once executors declare one; until then the pool is known by its kind.
+    "in_process": lambda ex: getattr(ex, "kernels_in_process", ex.kind != "processes"),
 }
 """Marks that select the kinds with a property, read from the executor itself (its protocol
 attributes), so that a new kind needs no entry here."""

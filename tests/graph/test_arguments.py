@@ -20,6 +20,10 @@ import flowplex
 
 from .conftest import CHAIN
 
+pytestmark = pytest.mark.in_process(
+    reason="arguments are checked before any kernel runs; on a process pool each of these 500 cases would start "
+           "workers (5 min)")
+
 STATES = ["initialized", "running", "terminated", "closed"]
 
 

@@ -271,6 +271,7 @@ def test_cancel_then_wait_done_raises_cancelled(make_graph: GraphFactory) -> Non
         g.send("x", 2, ts=1)
 
 
+@pytest.mark.in_process(reason="TRecorder records its calls in a class list of this interpreter")
 def test_lifecycle_order_and_close_reason() -> None:
     from .conftest import TRecorder
 
@@ -394,16 +395,17 @@ output_ports: [y]
         g.wait_done(timeout=10)
 
 
+@flowplex.kernel("TNeedsCalib")
+class TNeedsCalib(flowplex.Kernel):
+    @staticmethod
+    def get_contract(c: flowplex.Contract) -> None:
+        c.require_side_packet("calib")
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, cc.input(0).as_int() + cc.side_packet("calib").as_int())
+
+
 def test_required_side_packet_is_checked_at_start() -> None:
-    @flowplex.kernel("TNeedsCalib")
-    class TNeedsCalib(flowplex.Kernel):
-        @staticmethod
-        def get_contract(c: flowplex.Contract) -> None:
-            c.require_side_packet("calib")
-
-        def process(self, cc: flowplex.Context) -> None:
-            cc.emit(0, cc.input(0).as_int() + cc.side_packet("calib").as_int())
-
     text = """
 nodes:
   - { name: n, kernel: TNeedsCalib, input_ports: [x], output_ports: [y] }
@@ -423,15 +425,16 @@ output_ports: [y]
         g.wait_done()
 
 
+@flowplex.kernel("TBadOpen")
+class TBadOpen(flowplex.Kernel):
+    def open(self, cc: flowplex.Context) -> None:
+        raise OSError("camera missing")
+
+    def process(self, cc: flowplex.Context) -> None:
+        pass
+
+
 def test_open_failure_fails_start() -> None:
-    @flowplex.kernel("TBadOpen")
-    class TBadOpen(flowplex.Kernel):
-        def open(self, cc: flowplex.Context) -> None:
-            raise OSError("camera missing")
-
-        def process(self, cc: flowplex.Context) -> None:
-            pass
-
     with flowplex.Graph.from_yaml("""
 nodes:
   - { name: cam, kernel: TBadOpen, input_ports: [x], output_ports: [y] }
@@ -443,26 +446,28 @@ output_ports: [y]
         assert g.state == flowplex.GraphState.INITIALIZED
 
 
+@flowplex.kernel("TIntOnly")
+class TIntOnly(flowplex.Kernel):
+    @staticmethod
+    def get_contract(c: flowplex.Contract) -> None:
+        c.input_set_type(0, 2)
+        c.output_set_type(0, 2)
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.forward(0, 0)
+
+
+@flowplex.kernel("TStrOut")
+class TStrOut(flowplex.Kernel):
+    @staticmethod
+    def get_contract(c: flowplex.Contract) -> None:
+        c.output_set_type(0, 5)
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, "s")
+
+
 def test_typed_ports_are_checked_at_build_and_runtime() -> None:
-    @flowplex.kernel("TIntOnly")
-    class TIntOnly(flowplex.Kernel):
-        @staticmethod
-        def get_contract(c: flowplex.Contract) -> None:
-            c.input_set_type(0, 2)
-            c.output_set_type(0, 2)
-
-        def process(self, cc: flowplex.Context) -> None:
-            cc.forward(0, 0)
-
-    @flowplex.kernel("TStrOut")
-    class TStrOut(flowplex.Kernel):
-        @staticmethod
-        def get_contract(c: flowplex.Contract) -> None:
-            c.output_set_type(0, 5)
-
-        def process(self, cc: flowplex.Context) -> None:
-            cc.emit(0, "s")
-
     with pytest.raises(ValueError, match=r"type mismatch on edge `m`.*declares Str.*declares I64"):
         flowplex.Graph.from_yaml("""
 nodes:
@@ -515,6 +520,7 @@ input_ports: [x]
     assert not text.startswith("'")
 
 
+@pytest.mark.in_process(reason="its kernel, defined in the test, appends to a list of the test")
 def test_counters_and_reset_reuse_opened_kernels() -> None:
     opens: list[str] = []
 

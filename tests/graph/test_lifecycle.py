@@ -146,6 +146,7 @@ input_ports: [x]
 # -- reset -----------------------------------------------------------------------------------------
 
 
+@pytest.mark.in_process(reason="LcLife records its calls in a class list of this interpreter")
 def test_reset_reruns_with_opened_kernels_and_clears_run_state() -> None:
     with flowplex.Graph.from_yaml("""
 nodes:
@@ -184,12 +185,13 @@ output_ports: [y]
     assert closes == [flowplex.CloseReason.ERROR, flowplex.CloseReason.NORMAL, flowplex.CloseReason.NORMAL]
 
 
-def test_reset_clears_drops_and_counters() -> None:
-    @flowplex.kernel("LcCount")
-    class LcCount(flowplex.Kernel):
-        def process(self, cc: flowplex.Context) -> None:
-            cc.counter_add("seen")
+@flowplex.kernel("LcCount")
+class LcCount(flowplex.Kernel):
+    def process(self, cc: flowplex.Context) -> None:
+        cc.counter_add("seen")
 
+
+def test_reset_clears_drops_and_counters() -> None:
     with flowplex.Graph.from_yaml("""
 nodes:
   - { name: c, kernel: LcCount, input_ports: [x], input_policy: { type: fixed_size, capacity: 1 } }
@@ -212,6 +214,7 @@ input_ports: [x]
 # -- cancel, pause, resume ----------------------------------------------------------------------------
 
 
+@pytest.mark.in_process(reason="LcLife, on the default slot, records its close in a class list of this interpreter")
 def test_cancel_is_not_preemptive_and_discards_running_output() -> None:
     release = threading.Event()
     entered = threading.Event()
@@ -251,6 +254,7 @@ output_ports: [y, z]
     assert sorted(kinds("close")) == [("close", flowplex.CloseReason.CANCELLED)] * 2
 
 
+@pytest.mark.in_process(reason="LcLife records its calls in a class list of this interpreter")
 def test_pause_holds_claims_and_resume_runs_them(make_graph: GraphFactory) -> None:
     g = make_graph("""
 nodes:

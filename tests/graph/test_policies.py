@@ -250,6 +250,7 @@ class PolCounts(flowplex.Kernel):
         ))
 
 
+@pytest.mark.in_process(reason="PolCounts records what it sees in COUNTS, a list of this interpreter")
 def test_single_packet_policies_report_counts_of_zero_or_one(make_graph: GraphFactory) -> None:
     COUNTS.clear()
     g = make_graph("""
@@ -366,11 +367,13 @@ def run_batch_feedback() -> list[tuple[int, int | None]]:
         return [(p.timestamp, p.as_int()) for p in out]
 
 
+@pytest.mark.in_process(reason="the kernel records what it sees in BATCH_FEEDBACK, a list of this interpreter")
 def test_batch_reads_the_feedback_register_once_per_batch() -> None:
     assert run_batch_feedback() == [(1, 3), (3, 7), (4, 5)]
     assert [(ts, batch, fb) for ts, batch, fb, _ in BATCH_FEEDBACK] == [(1, [1, 2], None), (3, [3, 4], 3), (4, [5], 7)]
 
 
+@pytest.mark.in_process(reason="the kernel records what it sees in BATCH_FEEDBACK, a list of this interpreter")
 def test_batch_reports_the_feedback_register_through_input_count() -> None:
     run_batch_feedback()
     assert [register for *_, register in BATCH_FEEDBACK] == [[], [3], [7]]

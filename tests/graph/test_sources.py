@@ -72,6 +72,7 @@ def _clear_records() -> None:
     SrcLazy.calls.clear()
 
 
+@pytest.mark.in_process(reason="SrcCount records its calls in class lists of this interpreter")
 def test_source_done_closes_the_source_and_the_graph_terminates() -> None:
     with flowplex.Graph.from_yaml("""
 nodes:
@@ -114,12 +115,13 @@ output_ports: [a, b]
     assert lazy[1] - lazy[0] >= 0.45, "source_yield(0.5) resumed early"
 
 
-def test_source_yield_from_a_non_source_fails_the_invocation() -> None:
-    @flowplex.kernel("SrcYieldingFilter")
-    class SrcYieldingFilter(flowplex.Kernel):
-        def process(self, cc: flowplex.Context) -> None:
-            cc.source_yield(0.01)
+@flowplex.kernel("SrcYieldingFilter")
+class SrcYieldingFilter(flowplex.Kernel):
+    def process(self, cc: flowplex.Context) -> None:
+        cc.source_yield(0.01)
 
+
+def test_source_yield_from_a_non_source_fails_the_invocation() -> None:
     with flowplex.Graph.from_yaml("""
 nodes: [{ name: f, kernel: SrcYieldingFilter, input_ports: [x] }]
 input_ports: [x]
@@ -131,14 +133,18 @@ input_ports: [x]
             g.wait_done(timeout=10)
 
 
-@pytest.mark.parametrize(("label", "delay"), [("Neg", -0.5), ("Nan", math.nan), ("Inf", math.inf)])
-def test_source_yield_rejects_bad_delays(label: str, delay: float) -> None:
-    @flowplex.kernel(f"SrcBadYield{label}")
-    class SrcBadYield(flowplex.Kernel):
-        def process(self, cc: flowplex.Context) -> None:
-            cc.source_yield(delay)
+@flowplex.kernel("SrcBadYield")
+class SrcBadYield(flowplex.Kernel):
+    """Yields ``float(option delay)``, a string so that YAML carries nan and inf as they are."""
 
-    with flowplex.Graph.from_yaml(f"nodes: [{{ name: s, kernel: SrcBadYield{label}, output_ports: [y] }}]\n") as g:
+    def process(self, cc: flowplex.Context) -> None:
+        cc.source_yield(float(cc.option_str("delay")))
+
+
+@pytest.mark.parametrize("delay", [-0.5, math.nan, math.inf])
+def test_source_yield_rejects_bad_delays(delay: float) -> None:
+    with flowplex.Graph.from_yaml(f"nodes: [{{ name: s, kernel: SrcBadYield, output_ports: [y], "
+                                  f"options: {{ delay: '{delay}' }} }}]\n") as g:
         g.start()
         expected = r"\[s\] ValueError: source_yield: delay must be finite and >= 0"
         with pytest.raises(flowplex.KernelError, match=expected):
@@ -153,8 +159,8 @@ nodes:
 output_ports: [n]
 """) as g:
         out = g.add_poller("n")
+        g.start()  # on a process pool, starts the workers: not part of the run
         t0 = time.monotonic()
-        g.start()
         g.wait_done(timeout=10)
         elapsed = time.monotonic() - t0
         assert [p.as_int() for p in out] == list(range(10))
@@ -164,6 +170,7 @@ output_ports: [n]
         assert elapsed < at_most_s
 
 
+@pytest.mark.in_process(reason="SrcCount records its call starts in a class list of this interpreter")
 def test_rate_counts_from_call_starts_and_does_not_drift() -> None:
     # 50 Hz with 15 ms of work per call: paced from start to start the ten calls span 9 periods
     # (180 ms); pacing from the end of each call would drift to 9 x 35 ms = 315 ms.
@@ -226,6 +233,7 @@ output_ports: [a, b]
 
 
 @pytest.mark.self_running(reason="starts the source and sleeps 50 ms for its first call to run and yield")
+@pytest.mark.in_process(reason="SrcLazy records its calls in a class list of this interpreter")
 def test_cancel_drops_a_pending_source_wake() -> None:
     with flowplex.Graph.from_yaml("""
 nodes:
@@ -271,6 +279,7 @@ def test_a_cancelled_paced_source_can_be_reset_and_rerun() -> None:
 
 
 @pytest.mark.self_running(reason="waits on an Event for the source to start: no host call runs it")
+@pytest.mark.in_process(reason="its kernel, defined in the test, sets an Event of the test")
 def test_a_source_that_never_finishes_runs_until_cancel() -> None:
     started = threading.Event()
 
@@ -318,21 +327,22 @@ nodes: [{ name: s, executor: host, kernel: SrcCount, output_ports: [n] }]
 """)
 
 
+@flowplex.kernel("SrcLenientArgs")
+class SrcLenientArgs(flowplex.Kernel):
+    def process(self, cc: flowplex.Context) -> None:
+        cc.counter_add("hits", 2.0)
+        cc.log(flowplex.LogLevel.INFO, 42)
+        cc.set_error(404)
+        if cc.input_timestamp == 0:
+            cc.source_yield("0.001")
+            return
+        cc.source_yield("abc")
+
+
 def test_context_helpers_convert_like_the_python_builtins() -> None:
     # These arguments go through int()/float()/str(), as documented, in the compiled build too
     # (where annotated parameters are checked on entry): a float delta, an IntEnum level, a
     # non-str message, a numeric string delay, and "abc" as a delay is a ValueError.
-    @flowplex.kernel("SrcLenientArgs")
-    class SrcLenientArgs(flowplex.Kernel):
-        def process(self, cc: flowplex.Context) -> None:
-            cc.counter_add("hits", 2.0)
-            cc.log(flowplex.LogLevel.INFO, 42)
-            cc.set_error(404)
-            if cc.input_timestamp == 0:
-                cc.source_yield("0.001")
-                return
-            cc.source_yield("abc")
-
     with flowplex.Graph.from_yaml("nodes: [{ name: s, kernel: SrcLenientArgs, output_ports: [y] }]\n") as g:
         g.start()
         with pytest.raises(flowplex.KernelError, match=r"\[s\] ValueError: source_yield: delay must be a number"):
@@ -353,6 +363,7 @@ class SrcYieldsLate(flowplex.Kernel):
 
 
 @pytest.mark.self_running(reason="the source runs while the test thread cancels")
+@pytest.mark.in_process(reason="SrcYieldsLate sets an Event of this interpreter")
 def test_a_yield_that_ends_after_cancel_parks_nothing() -> None:
     # lm-flow would park the source for the whole delay; a cancelled graph must end at once.
     SrcYieldsLate.entered.clear()

@@ -72,6 +72,7 @@ output_ports: [y]
 """
 
 
+@pytest.mark.in_process(reason="TForwardSink records what it sees in a class list of this interpreter")
 def test_a_sink_that_forwards_runs_and_counts(make_graph: GraphFactory, caplog: pytest.LogCaptureFixture) -> None:
     TForwardSink.seen = []
     g = make_graph(SINK)
@@ -135,17 +136,19 @@ def test_strict_ports_makes_it_the_error_it_was(make_graph: GraphFactory, yaml_t
     assert g.stats().node(node).ignored_emits == 0
 
 
+@flowplex.kernel("TNegative")
+class TNegative(flowplex.Kernel):
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(-1, 1)
+
+
+@flowplex.kernel("TNoInput")
+class TNoInput(flowplex.Kernel):
+    def process(self, cc: flowplex.Context) -> None:
+        cc.forward(3, 7)  # neither index exists: the missing input is what is reported
+
+
 def test_negative_indexes_and_missing_inputs_stay_errors() -> None:
-    @flowplex.kernel("TNegative")
-    class TNegative(flowplex.Kernel):
-        def process(self, cc: flowplex.Context) -> None:
-            cc.emit(-1, 1)
-
-    @flowplex.kernel("TNoInput")
-    class TNoInput(flowplex.Kernel):
-        def process(self, cc: flowplex.Context) -> None:
-            cc.forward(3, 7)  # neither index exists: the missing input is what is reported
-
     for kernel, expected in (("TNegative", r"emit: output port index -1 is out of range"),
                              ("TNoInput", r"forward: input port 3 has no packet")):
         with flowplex.Graph.from_yaml(f"nodes:\n  - {{ name: n, kernel: {kernel}, input_ports: [x], "

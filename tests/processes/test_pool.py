@@ -256,7 +256,7 @@ output_ports: [y]
 
 
 def test_testing_default_executor_runs_every_default_node_on_a_two_process_pool() -> None:
-    assert "processes" not in EXECUTOR_KINDS  # accepted by name, but engine suites do not run on it
+    assert "processes" in EXECUTOR_KINDS  # the engine suites run on it too
     with default_executor("processes"):
         g = flowplex.Graph.from_yaml(CHAIN % ("", "", ""))
     with g:

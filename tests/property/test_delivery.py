@@ -5,11 +5,16 @@ The executor is the kind under test (tests/conftest.py runs each property once p
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
 import flowplex
 import tests.graph.conftest  # noqa: F401  (registers TForward, TAddPair)
+
+STARTS_MANY_GRAPHS = pytest.mark.in_process(
+    reason="60 examples, each starting workers on a process pool (40 s); tests/processes/test_same_outputs.py "
+           "checks delivery there")
 
 timestamps = st.lists(st.integers(min_value=-(2**40), max_value=2**40), max_size=60, unique=True).map(sorted)
 
@@ -22,6 +27,7 @@ def chain_yaml(depth: int) -> str:
     return f"nodes:\n{nodes}\ninput_ports: [e0]\noutput_ports: [e{depth}]\n"
 
 
+@STARTS_MANY_GRAPHS
 @given(
     stamps=timestamps,
     depth=st.integers(min_value=1, max_value=6),
@@ -40,6 +46,7 @@ def test_chain_preserves_every_packet_in_order(stamps: list[int], depth: int, va
     assert got == list(zip(stamps, payload, strict=True))
 
 
+@STARTS_MANY_GRAPHS
 @given(left=timestamps, right=timestamps)
 def test_diamond_join_pairs_by_timestamp(left: list[int], right: list[int]) -> None:
     text = """nodes:
@@ -70,6 +77,7 @@ output_ports: [y]
     assert got == expected
 
 
+@STARTS_MANY_GRAPHS
 @given(stamps=timestamps)
 def test_diamond_fan_out_and_join(stamps: list[int]) -> None:
     text = """nodes:

@@ -402,11 +402,13 @@ def check_scenario(scenario: Scenario) -> None:
     assert dropped == model_drops
 
 
+@pytest.mark.in_process(reason="PropProbe logs its calls in LOGS, a dict of this interpreter")
 @given(scenario=scenarios())
 def test_random_dag_matches_the_reference_model(scenario: Scenario) -> None:
     check_scenario(scenario)
 
 
+@pytest.mark.in_process(reason="PropProbe logs its calls in LOGS, a dict of this interpreter")
 @settings(phases=[Phase.explicit, Phase.reuse, Phase.generate])  # a failure ends the run: no shrinking
 @given(scenario=scenarios(concurrent=True))
 def test_random_dag_with_max_in_flight_matches_the_reference_model(scenario: Scenario) -> None:
@@ -439,6 +441,7 @@ def queued_first(draw: st.DrawFn) -> Scenario:
     return Scenario([node], sent, list(order), paused=True)
 
 
+@pytest.mark.in_process(reason="PropProbe logs its calls in LOGS, a dict of this interpreter")
 @given(scenario=queued_first())
 def test_every_policy_is_exact_when_all_input_is_queued_first(scenario: Scenario) -> None:
     """Paused while sending: no claim sees a partial input, so even the arrival-dependent

@@ -1,11 +1,10 @@
 """Test helpers: run the same graph on any executor.
 
 ``default_executor(kind)`` places the default slot of every graph built inside the ``with``
-block on another executor (``"inline"``, ``"threads"``, ``"delegating"`` or ``"loopback"``, or a
-factory), so one suite checks that every executor gives the same results. ``"processes"`` (a
-``ProcessPoolExecutor`` of 2 workers) is accepted too, but is not one of ``EXECUTOR_KINDS``, the
-kinds whole suites run on: its workers import kernels by reference (no kernel defined inside a
-test), and each graph starts processes.
+block on another executor (``"inline"``, ``"threads"``, ``"delegating"``, ``"loopback"`` or
+``"processes"``, a ``ProcessPoolExecutor`` of 2 workers; or a factory), so one suite checks that
+every executor gives the same results. On ``"processes"`` the workers import kernels by
+reference (no kernel defined inside a test) and each graph starts its workers.
 """
 
 from __future__ import annotations
@@ -21,9 +20,8 @@ from ._loopback import LoopbackExecutor as LoopbackExecutor
 
 __all__ = ["EXECUTOR_KINDS", "LoopbackExecutor", "default_executor"]
 
-EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback")
-"""The kinds engine suites run on; ``default_executor`` accepts these and ``"processes"``."""
-_KINDS = (*EXECUTOR_KINDS, "processes")
+EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback", "processes")
+"""The kinds engine suites run on, each a name ``default_executor`` accepts."""
 
 
 def _factory(kind: str) -> ExecutorFactory:
@@ -37,7 +35,7 @@ def _factory(kind: str) -> ExecutorFactory:
         return LoopbackExecutor
     if kind == "processes":
         return lambda name: ProcessPoolExecutor(name, 2)
-    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(_KINDS)}"
+    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
     raise UsageError(msg)
 
 
