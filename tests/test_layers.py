@@ -27,12 +27,13 @@ LEAVES = frozenset({"errors", "_types", "_timestamps", "_log", "_native", "_sugg
 
 MAY_IMPORT: dict[str, frozenset[str]] = {
     **{leaf: frozenset() for leaf in LEAVES},
+    "_shm": frozenset({"errors"}),  # named shared-memory segments: the ring's and the process pool's arena
     "packets": LEAVES,
     "executors": LEAVES,
     "spec": LEAVES,  # the specs and the plan: a leaf package, so config, kernels and graph can all read it
     "_events": LEAVES | {"packets"},
     "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
-    "processes": LEAVES | {"packets", "executors", "spec", "kernels"},  # kernel hosts in worker processes
+    "processes": LEAVES | {"packets", "executors", "spec", "kernels", "_shm"},  # kernel hosts in worker processes
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "processes"},

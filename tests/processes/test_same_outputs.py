@@ -44,13 +44,11 @@ class Kind:
     """Outputs depend on each invocation alone, so replicas (``max_in_flight: 2``) agree."""
     batch: bool = False
     """Runs under the ``batch`` input policy (capacity 1 to 3)."""
-    graph_inputs_only: bool = False
-    """Reads graph inputs only (see ``test_a_shared_large_engine_buffer_is_not_written_in_place``)."""
 
     def can_read(self, port: int, edge: str, edge_type: str) -> bool:
         """Whether input ``port`` can read ``edge``, a stream of ``edge_type``."""
         wanted = self.reads[port]
-        return (wanted in ("any", edge_type)) and not (self.graph_inputs_only and not edge.startswith("i"))
+        return wanted in ("any", edge_type)
 
 
 KINDS: dict[str, Kind] = {
@@ -69,9 +67,8 @@ KINDS: dict[str, Kind] = {
     "affine": Kind("AffineKernel", ("buf",), "buf",
                    st.fixed_dictionaries({"scale": st.sampled_from([-2.0, 0.5, 3.0]),
                                           "shift": st.integers(-5, 5).map(float)}), stateless=True),
-    # TODO(issue 14): read node outputs too once a pool no longer writes shared engine buffers in place.
     "in_place": Kind("DagAddInPlace", ("buf",), "buf", st.fixed_dictionaries({"add": st.integers(1, 9)}),
-                     stateless=True, graph_inputs_only=True),
+                     stateless=True),
     "add_scalar": Kind("DagAddScalar", ("buf", "int"), "buf", stateless=True),
     "reduce": Kind("ReduceKernel", ("buf",), "float", st.just({"op": "sum"}), stateless=True),
 }
@@ -248,8 +245,6 @@ output_ports: [made, added]
 """
 
 
-@pytest.mark.xfail(strict=True, reason="found by the property above: a pool node's make_mutable writes a shared "
-                   "engine buffer of 64 KiB or more in place (the poller of `made` sees +3)")
 @pytest.mark.parametrize("maker", ["", ", executor: pool"], ids=["made-here", "made-in-a-worker"])
 def test_a_shared_large_engine_buffer_is_not_written_in_place(maker: str) -> None:
     with flowplex.Graph.from_yaml(SHARED_IN_PLACE % (LARGE, maker)) as g:

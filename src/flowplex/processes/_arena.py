@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
 from ..errors import UsageError
-from ..transport._shm import SHM_DIR, Segment, new_name
+from .._shm import SHM_DIR, Segment, new_name
 
 if TYPE_CHECKING:
     import numpy as np

@@ -98,6 +98,8 @@ class ProcessPoolExecutor:
     kind = "processes"
     runs_on_caller = False
     hosts_kernels = True
+    kernels_in_process = False
+    """Its kernels run in other interpreters: they share no module state with this one."""
     threads = DISPATCH_THREADS
 
     def __init__(self, name: str, num_processes: int | None = None, *, start_method: str = "spawn",

@@ -17,7 +17,7 @@ from ..errors import BrokenError, UsageError
 from . import _layout as lay
 from ._ordering import Words
 from ._process import is_alive, start_time
-from ._shm import Segment
+from .._shm import Segment
 
 log = logging.getLogger(__name__)
 

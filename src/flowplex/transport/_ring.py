@@ -37,7 +37,7 @@ from ._consumer import Consumer
 from ._core import RingCore, this_process
 from ._message import RingStats
 from ._producer import Producer
-from ._shm import Segment, check_name, new_name
+from .._shm import Segment, check_name, new_name
 
 log = logging.getLogger(__name__)
 

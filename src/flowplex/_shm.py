@@ -27,7 +27,7 @@ import threading
 from collections.abc import Iterator
 from typing import Final, final
 
-from ..errors import UsageError
+from .errors import UsageError
 
 log = logging.getLogger(__name__)
 
