@@ -31,8 +31,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
-from ..errors import UsageError
 from .._shm import SHM_DIR, Segment, new_name
+from ..errors import UsageError
 
 if TYPE_CHECKING:
     import numpy as np

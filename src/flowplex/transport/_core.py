@@ -13,11 +13,11 @@ import logging
 import os
 from typing import Final, final
 
+from .._shm import Segment
 from ..errors import BrokenError, UsageError
 from . import _layout as lay
 from ._ordering import Words
 from ._process import is_alive, start_time
-from .._shm import Segment
 
 log = logging.getLogger(__name__)
 

@@ -31,13 +31,13 @@ import enum
 import logging
 from typing import Final, final
 
+from .._shm import Segment, check_name, new_name
 from ..errors import ClosedError, UsageError
 from . import _layout as lay
 from ._consumer import Consumer
 from ._core import RingCore, this_process
 from ._message import RingStats
 from ._producer import Producer
-from .._shm import Segment, check_name, new_name
 
 log = logging.getLogger(__name__)
 
