@@ -213,13 +213,16 @@ def to_frame(encoded: Encoded) -> bytes:
     Copies every buffer once (a pipe needs the bytes in one place).
     """
     raws = [pickle.PickleBuffer(b).raw() for b in encoded.buffers]
-    parts: list[bytes | memoryview] = [
-        _PREFIX.pack(MAGIC, VERSION, len(raws), len(encoded.header)),
-        *(_LENGTH.pack(raw.nbytes) for raw in raws),
-        encoded.header,
-    ]
-    size = _PREFIX.size + _LENGTH.size * len(raws) + len(encoded.header)
-    for raw in raws:
+    head = [_PREFIX.pack(MAGIC, VERSION, len(raws), len(encoded.header)),
+            *(_LENGTH.pack(raw.nbytes) for raw in raws), encoded.header]
+    return join_aligned(head, raws)
+
+
+def join_aligned(head: list[bytes], buffers: list[memoryview]) -> bytes:
+    """``head`` then each of ``buffers``, each starting at a multiple of ``ALIGN`` (zero padding)."""
+    parts: list[bytes | memoryview] = list(head)
+    size = sum(len(part) for part in head)
+    for raw in buffers:
         pad = -size % ALIGN
         if pad:
             parts.append(_ZEROS[:pad])

@@ -295,6 +295,21 @@ class Arena:
         offset = int(arr.__array_interface__["data"][0]) - self._base
         return offset if offset >= 0 and offset + arr.nbytes <= self.capacity else -1
 
+    def held_elsewhere(self, arr: npt.NDArray[np.generic] | None, receiver: int) -> bool:
+        """Whether a process other than this one and slot ``receiver`` holds the block ``arr``
+        lies in (False outside the arena).
+
+        Read without the lock: a hold being added now is for a message on its way, whose
+        sender holds the packet too (and so counts as another holder already).
+        """
+        if arr is None:
+            return False
+        offset = self.locate_array(arr)
+        if offset < 0:
+            return False
+        holds = self._holds[int(self._first[offset // PAGE])]
+        return int(holds.sum()) > int(holds[self.slot]) + int(holds[receiver])
+
     def credit(self, offsets: list[int], slot: int) -> None:
         """Give ``slot`` one hold on the block of each offset (it is about to receive them)."""
         first = self._first
@@ -306,9 +321,10 @@ class Arena:
         finally:
             self._unlock()
 
-    def adopt(self, refs: list[tuple[int, int]]) -> list[memoryview]:
+    def adopt(self, refs: list[tuple[int, int]]) -> tuple[list[memoryview], list[tuple[int, int]]]:
         """Memory views of the blocks received at ``(offset, nbytes)``, each kept alive by this
-        process's proxy; takes over the holds the sender credited (``credit``)."""
+        process's proxy, and the address ranges of those this process held already; takes
+        over the holds the sender credited (``credit``)."""
         import numpy as np
 
         first_of = self._first
@@ -316,6 +332,7 @@ class Arena:
         views: list[memoryview] = []
         kept: list[Bytes] = []
         surplus: list[int] = []
+        held: list[tuple[int, int]] = []
         for offset, nbytes in refs:
             first = int(first_of[offset // PAGE])
             ref = self._proxies.get(first)
@@ -326,6 +343,8 @@ class Arena:
                 self._proxies[first] = weakref.ref(proxy, _on_dead(self, first))
             else:
                 surplus.append(first)
+                start = int(proxy.__array_interface__["data"][0])
+                held.append((start, start + proxy.nbytes))
             kept.append(proxy)
             at = offset - first * PAGE
             views.append(memoryview(proxy)[at:at + nbytes])  # type: ignore[arg-type]  # numpy exports its buffer
@@ -337,7 +356,7 @@ class Arena:
                     holds[first, self.slot] -= 1
             finally:
                 self._unlock()
-        return views
+        return views, held
 
     def clear_slot(self, slot: int) -> None:
         """Drop every hold of ``slot`` (its worker died); blocks nobody else holds are free."""

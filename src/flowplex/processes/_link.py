@@ -101,16 +101,22 @@ def describe_exit(exitcode: int | None) -> str:
 
 @final
 class _Call:
-    """An invocation sent to the worker, and the engine's completion for it."""
+    """An invocation sent to the worker, and the engine's completion for it.
 
-    __slots__ = ("complete", "name", "node", "num_outputs", "seq")
+    The call keeps the invocation's packets until it is answered: while the worker reads their
+    memory, this process must see them held (another consumer may not write them in place).
+    """
 
-    def __init__(self, node: int, seq: int, name: str, num_outputs: int, complete: Complete) -> None:
+    __slots__ = ("complete", "inputs", "name", "node", "num_outputs", "seq")
+
+    def __init__(self, node: int, seq: int, name: str, num_outputs: int, complete: Complete,
+                 inputs: object = None) -> None:
         self.node = node
         self.seq = seq
         self.name = name
         self.num_outputs = num_outputs
         self.complete = complete
+        self.inputs = inputs
 
     def fail(self, text: str) -> None:
         """Complete with ``text`` as the node's error (a ``BrokenError``: the worker went away)."""
@@ -244,9 +250,9 @@ class WorkerLink:
             self._wake.notify()
         return True
 
-    def new_call(self, node: int, seq: int, num_outputs: int, complete: Complete) -> _Call:
-        """The waiter for one invocation of hosted node ``node``."""
-        return _Call(node, seq, self.nodes.get(node, f"#{node}"), num_outputs, complete)
+    def new_call(self, node: int, seq: int, num_outputs: int, complete: Complete, inputs: object = None) -> _Call:
+        """The waiter for one invocation of hosted node ``node``, keeping ``inputs`` (its packets)."""
+        return _Call(node, seq, self.nodes.get(node, f"#{node}"), num_outputs, complete, inputs)
 
     def send_hosting(self, request: HostRequest) -> Hosting:
         """Queue a hosting request; ``await_hosting`` waits for its reply (send to every
@@ -346,6 +352,7 @@ class WorkerLink:
         with self._lock:
             waiter = self._pending.popleft() if self._pending else None
         if message.startswith(MAGIC) and type(waiter) is _Call:
+            waiter.inputs = None  # the worker is done with them: a frame it hands back is not ours twice
             outcome = transfer.decode_outcome(view, self.arena)
             if (outcome.node, outcome.seq) != (waiter.node, waiter.seq):
                 waiter.fail("answered another invocation")

@@ -324,7 +324,7 @@ class ProcessPoolExecutor:
         except UsageError as exc:
             complete(failed_outcome(invocation, exc, outputs))
             return
-        link.call(link.new_call(node, seq, outputs, complete), frame)
+        link.call(link.new_call(node, seq, outputs, complete, (invocation.inputs, invocation.batch)), frame)
 
     def _unless_broken(self, node: int, seq: int, outputs: int, complete: Complete) -> Complete:
         """``complete``, with a failure instead of the outcome once the node could not be

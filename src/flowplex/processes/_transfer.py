@@ -23,6 +23,7 @@ from __future__ import annotations
 import pickle
 import struct
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
@@ -48,7 +49,6 @@ _REF: Final = struct.Struct("<QQQ")
 _INLINE: Final = 0
 _ARENA: Final = 1
 _ALIGN: Final = codec.ALIGN
-_ZEROS: Final = bytes(_ALIGN)
 
 
 def encode_invocation(invocation: Invocation, arena: Arena, to_slot: int) -> bytes:
@@ -60,7 +60,7 @@ def encode_invocation(invocation: Invocation, arena: Arena, to_slot: int) -> byt
     packets: list[Packet | None] = list(invocation.inputs)
     for port in invocation.batch or ():
         packets.extend(port)
-    reducers = _reducers(arena, packets)
+    reducers = _reducers(arena, packets, to_slot)
     del packets
     if reducers is None:
         return _plain(invocation)
@@ -70,7 +70,7 @@ def encode_invocation(invocation: Invocation, arena: Arena, to_slot: int) -> byt
 def encode_outcome(outcome: Outcome, arena: Arena, to_slot: int) -> bytes:
     """``outcome`` as one message for the host (``to_slot`` 0)."""
     packets = [p for port in outcome.outputs for p in port]
-    reducers = _reducers(arena, packets)
+    reducers = _reducers(arena, packets, to_slot)
     del packets
     if reducers is None and outcome.exception is None:
         return _plain(outcome)
@@ -79,23 +79,33 @@ def encode_outcome(outcome: Outcome, arena: Arena, to_slot: int) -> bytes:
 
 def decode_invocation(frame: bytes | memoryview, arena: Arena) -> Invocation:
     """The invocation in ``frame``; its large buffers are views of the arena (no copy)."""
-    return codec.decode_invocation(_unframe(frame, arena))
+    try:
+        return codec.decode_invocation(_unframe(frame, arena))
+    finally:
+        _decoding.held = None
 
 
 def decode_outcome(frame: bytes | memoryview, arena: Arena) -> Outcome:
     """The outcome in ``frame``; its large buffers are views of the arena (no copy)."""
-    return codec.decode_outcome(_unframe(frame, arena))
+    try:
+        return codec.decode_outcome(_unframe(frame, arena))
+    finally:
+        _decoding.held = None
 
 
 # -- buffers --------------------------------------------------------------------------------------
 
 
-def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Callable[[_Buffer], object]] | None:
+def _reducers(arena: Arena, packets: Sequence[Packet | None],
+              to_slot: int) -> dict[type, Callable[[_Buffer], object]] | None:
     """A reducer for buffer holders that says whether the receiver may write in place.
 
     ``packets`` lists each buffer packet of the message as often as the message holds it; a
     packet held anywhere else too (another consumer's queue, a poller) is shared, whatever
-    its payload says, as is a payload another handle holds (``sole_holder``).
+    its payload says, as is a payload another handle holds (``sole_holder``) and a block of
+    the arena a third process holds (a worker still reading it, or one that kept it). The
+    receiver's own holds do not count: a block it holds already it treats as shared itself
+    (``_unframe``).
     """
     shared: set[int] = set()
     seen: set[int] = set()
@@ -103,7 +113,8 @@ def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Call
         if p is None or type(p._value) is not _Buffer or id(p) in seen:
             continue
         seen.add(id(p))
-        if sys.getrefcount(p) != _message_refs(packets.count(p)) or not sole_holder(p):
+        if (sys.getrefcount(p) != _message_refs(packets.count(p)) or not sole_holder(p)
+                or arena.held_elsewhere(p._value.array, to_slot)):
             shared.add(id(p._value))
     if not seen:
         return None  # no buffer: the codec's own table
@@ -116,6 +127,19 @@ def _reducers(arena: Arena, packets: Sequence[Packet | None]) -> dict[type, Call
         return (_arrived, (arr, h.code, h.external, private or id(h) not in shared))
 
     return {_Buffer: reduce_holder}
+
+
+_decoding = threading.local()
+"""``held``: the address ranges of the blocks this process held before the message now being
+decoded referred to them (its kernel kept them, or another message brought them)."""
+
+
+def _held_before(arr: npt.NDArray[np.generic]) -> bool:
+    held: list[tuple[int, int]] | None = getattr(_decoding, "held", None)
+    if not held:
+        return False
+    at = int(arr.__array_interface__["data"][0])
+    return any(start <= at < end for start, end in held)
 
 
 def _message_refs(k: int) -> int:
@@ -132,7 +156,7 @@ def _arrived(arr: npt.NDArray[np.generic], code: int, external: bool, exclusive:
     The memory is the receiver's to write either way (the arena, or its own copy of the
     message), so an array numpy rebuilt read-only (the sender's was) is made writeable.
     """
-    if exclusive:
+    if exclusive and not _held_before(arr):
         return wrap_owned(rooted(arr, writeable=True), code, external=external)
     if arr.flags.writeable:
         arr.setflags(write=False)
@@ -177,16 +201,8 @@ def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int) -> bytes:
     if offsets:
         arena.credit(offsets, to_slot)
     del written
-    parts: list[bytes | memoryview] = [_PREFIX.pack(codec.MAGIC, VERSION, len(raws), len(encoded.header)),
-                                        *refs, encoded.header]
-    size = _PREFIX.size + _REF.size * len(raws) + len(encoded.header)
-    for raw in inline:
-        pad = -size % _ALIGN
-        if pad:
-            parts.append(_ZEROS[:pad])
-        parts.append(raw)
-        size += pad + raw.nbytes
-    return b"".join(parts)
+    head = [_PREFIX.pack(codec.MAGIC, VERSION, len(raws), len(encoded.header)), *refs, encoded.header]
+    return codec.join_aligned(head, inline)
 
 
 def _unframe(frame: bytes | memoryview, arena: Arena) -> codec.Encoded:
@@ -205,7 +221,9 @@ def _unframe(frame: bytes | memoryview, arena: Arena) -> codec.Encoded:
     if any(kind == _INLINE for kind, _, _ in specs):
         view = memoryview(bytearray(view))  # the receiver's own copy, writable (see the docstring)
     arena_refs = [(a, b) for kind, a, b in specs if kind == _ARENA]
-    shared = iter(arena.adopt(arena_refs) if arena_refs else ())
+    views, held = arena.adopt(arena_refs) if arena_refs else ([], [])
+    _decoding.held = held
+    shared = iter(views)
     buffers: list[codec.Buffer] = []
     for kind, a, _ in specs:
         if kind == _ARENA:
