@@ -228,6 +228,7 @@ def bench_cpu(packets: int) -> None:
         "1 proc": (cpu_yaml("procs1", iterations)),
         "2 procs": (cpu_yaml("procs2", iterations, max_in_flight=2)),
         "2 nodes": (cpu_yaml("procs2", iterations, nodes=2)),
+        "2 procs x4": (cpu_yaml("procs2", iterations, max_in_flight=4)),
     }
     runs: dict[str, Running] = {}
     try:
@@ -245,6 +246,9 @@ def bench_cpu(packets: int) -> None:
          f"{rate['2 threads']:.0f} pkt/s", rate["2 procs"] / rate["2 threads"], 1.7, "2 procs/2 threads")
     line("cpu", f"2 procs max_in_flight 2 {rate['2 procs']:.0f} pkt/s, 1 proc {rate['1 proc']:.0f} pkt/s",
          rate["2 procs"] / rate["1 proc"], 1.7, "2 procs/1 proc")
+    line("cpu", f"2 procs max_in_flight 4 (2 replicas, 2 calls queued at each) {rate['2 procs x4']:.0f} pkt/s, "
+         f"2 threads {rate['2 threads']:.0f} pkt/s", rate["2 procs x4"] / rate["2 threads"], 1.7,
+         "2 procs x4/2 threads")
     line("cpu", f"2 nodes on 2 procs (the host alternates inputs) {rate['2 nodes']:.0f} pkt/s, 2 threads "
          f"{rate['2 threads']:.0f} pkt/s", rate["2 nodes"] / rate["2 threads"], 1.7, "2 nodes/2 threads")
 
