@@ -231,3 +231,17 @@ class PFull(flowplex.Kernel):
 
     def process(self, cc: flowplex.Context) -> None:
         cc.emit(0, np.full(cc.option_int("size", 1 << 20), cc.input(0).as_int() % 256, np.uint8))
+
+
+@flowplex.kernel("PKeep")
+class PKeep(flowplex.Kernel):
+    """Keeps its last buffer input in its state; emits the first byte of the one it kept before
+    (-1 the first time)."""
+
+    def __init__(self) -> None:
+        self.kept: flowplex.Packet | None = None
+
+    def process(self, cc: flowplex.Context) -> None:
+        previous = -1 if self.kept is None else int(self.kept.as_numpy().reshape(-1)[0])
+        self.kept = cc.take_input(0)
+        cc.emit(0, previous)

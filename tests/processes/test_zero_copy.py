@@ -373,3 +373,32 @@ output_ports: [y]
         with pytest.raises(KernelError, match=rf"^kernel failed: \[m\] UsageError: new_buffer of {MIB} bytes does "
                                               r"not fit in the process pool's shared-memory arena \(524288 bytes\)"):
             out.next(timeout=WAIT_S)
+
+
+def test_a_frame_a_worker_kept_is_copied_before_the_host_changes_it() -> None:
+    """``k`` (in a worker) keeps each frame in its state; the host's own handle of the same frame,
+    read from a poller, is changed with ``make_mutable`` once ``k``'s call is over: the copy in
+    ``k``'s state must not change (in one process, the kernel's handle would force the copy too)."""
+    body = """
+nodes:
+  - { name: k, kernel: PKeep, input_ports: [x], output_ports: [y], executor: pool }
+  - { name: h, kernel: PassThroughKernel, input_ports: [x], output_ports: [xo] }
+input_ports: [x]
+output_ports: [y, xo]
+"""
+    with flowplex.Graph.from_yaml(pool_yaml(body, 1)) as g:
+        y, xo = g.add_poller("y"), g.add_poller("xo")
+        g.start()
+        seen = []
+        for ts in range(3):
+            p, _ = new_frame(g, ts)
+            g.send("x", p, ts=ts)
+            del p
+            seen.append(y.next(timeout=WAIT_S).as_int())  # k's call is over
+            mine = xo.next(timeout=WAIT_S)
+            assert mine is not None
+            mine.make_mutable()[0] = 250  # the host's handle, alone here now
+            del mine
+        g.close_all_inputs()
+        g.wait_done(timeout=WAIT_S)
+    assert seen == [-1, int(pattern(0)[0]), int(pattern(1)[0])]

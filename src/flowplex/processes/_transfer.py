@@ -124,7 +124,12 @@ def _reducers(arena: Arena, packets: Sequence[Packet | None],
         if h.obj is not None or arr is None:
             return h.__reduce__()  # by reference (DLPack): the codec's own rule
         private = arr.nbytes < PAGE or arena.locate_array(arr) < 0  # the message makes its own copy
-        return (_arrived, (arr, h.code, h.external, private or id(h) not in shared))
+        exclusive = private or id(h) not in shared
+        if not exclusive:
+            # The receiver reads this memory for as long as it likes (a kernel may keep it), and
+            # this process cannot see its hold: from now on ``make_mutable`` here copies first.
+            h.mutable = False
+        return (_arrived, (arr, h.code, h.external, exclusive))
 
     return {_Buffer: reduce_holder}
 
