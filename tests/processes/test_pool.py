@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+import sys
 import time
 from pathlib import Path
 
@@ -273,3 +274,35 @@ def test_forkserver_workers_give_the_same_results() -> None:
     with g:
         got = run_values(g, "w", [5])
     assert [x for x, _ in map(unchain, got)] == [5]
+
+
+def test_warm_workers_serve_the_next_warm_pool_fresh(tmp_path: Path) -> None:
+    """A ``warm=True`` pool leaves its idle workers to the next one (the test kind does): the
+    same processes, no kernel of the last graph, the new pool's arena, and the host's
+    ``sys.path`` as it is now (a module made after the workers started is found)."""
+    body = CHAIN % (", executor: pool", ", executor: pool", ", executor: pool")
+    with default_executor(lambda name: ProcessPoolExecutor(name, 1, warm=True)):
+        with flowplex.Graph.from_yaml(body.replace("executor: pool", "executor: default")) as g:
+            first = [unchain(v)[1] for v in run_values(g, "w", [1, 2])]
+        (tmp_path / "warm_late_kernels.py").write_text(
+            "import flowplex\n\n@flowplex.kernel('WarmLate')\nclass WarmLate(flowplex.Kernel):\n"
+            "    def process(self, cc):\n        p, view = cc.new_buffer((1 << 17,), 'u8')\n"
+            "        view[:] = cc.input(0).as_int()\n        cc.emit(0, p)\n")
+        sys.path.insert(0, str(tmp_path))
+        try:
+            text = ("imports: [warm_late_kernels]\nnodes:\n  - { name: k, kernel: WarmLate, input_ports: [x], "
+                    "output_ports: [y] }\ninput_ports: [x]\noutput_ports: [y]\n")
+            with flowplex.Graph.from_yaml(text) as g:
+                pool = next(ex for ex in g._engine.executors if isinstance(ex, ProcessPoolExecutor))
+                out = g.add_poller("y")
+                g.start()
+                g.send("x", 7, ts=0)
+                arr = out.next(timeout=WAIT_S).as_numpy()
+                assert int(arr[0]) == 7 and pool.in_arena(arr)  # made in the new pool's arena
+                second = pool.pids
+                del arr
+                g.close_all_inputs()
+                g.wait_done(timeout=WAIT_S)
+        finally:
+            sys.path.remove(str(tmp_path))
+    assert len(set(first)) == 1 and second == [first[0]]  # the same worker process served both graphs

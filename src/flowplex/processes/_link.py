@@ -191,6 +191,8 @@ class WorkerLink:
         self._lost = ""
         """How the worker went away ("" while it serves)."""
         self._on_lost = on_lost
+        self.moved = False
+        """Taken over by another pool since its last hosting request (``adopt``)."""
         self.note = ""
         """What ``on_lost`` said, appended to the errors of the calls it fails."""
         self._stopping = False
@@ -406,6 +408,25 @@ class WorkerLink:
                             f"node `{waiter.name}`{self.note}")
 
     # -- stopping -------------------------------------------------------------------------------
+
+    def idle(self) -> bool:
+        """Whether the worker serves and nothing is in flight or queued on it (it may be reused)."""
+        with self._lock:
+            return not self._lost and not self._stopping and not self._pending and not self._out \
+                and not self._partial and not self._sending
+
+    def adopt(self, executor: str, slot: int, arena: Arena, on_lost: LostHook | None) -> None:
+        """Serve another pool (a warm worker, ``idle``): its name, slot, arena and death hook.
+        The next hosting request tells the worker (``HostRequest.arena``)."""
+        with self._lock:
+            self.executor = executor
+            self.slot = slot
+            self.arena = arena
+            self.arena_slot = slot + 1
+            self.nodes = {}
+            self._on_lost = on_lost
+            self.note = ""
+            self.moved = True
 
     def stop(self) -> None:
         """Ask the worker to exit after what it was sent; calls still in flight are dropped."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sized
@@ -58,6 +59,9 @@ STOP_GRACE_S: Final = 1.0
 """How long ``shutdown`` lets workers exit on their own before terminating them."""
 DISPATCH_THREADS: Final = 1
 """One dispatcher keeps tasks in submission order; its work is encoding, never waiting."""
+_WARM: Final[dict[str, list[WorkerLink]]] = {}
+"""Idle workers of shut-down pools made with ``warm=True``, by start method (test sessions)."""
+_WARM_LOCK: Final = threading.Lock()
 _in_task: Final = threading.local()
 """``busy`` while this thread runs a task of a pool (``ProcessPoolExecutor.submit``)."""
 
@@ -103,7 +107,7 @@ class ProcessPoolExecutor:
     threads = DISPATCH_THREADS
 
     def __init__(self, name: str, num_processes: int | None = None, *, start_method: str = "spawn",
-                 arena_bytes: int = DEFAULT_ARENA_BYTES, restart: str = "never") -> None:
+                 arena_bytes: int = DEFAULT_ARENA_BYTES, restart: str = "never", warm: bool = False) -> None:
         """Describe the pool; no process starts before ``host``.
 
         Args:
@@ -118,6 +122,10 @@ class ProcessPoolExecutor:
             restart: ``never`` (a dead worker fails every later call of its nodes) or
                 ``on_failure`` (a fresh worker replaces it and reopens its nodes' kernels; for
                 kernels whose state may be rebuilt by ``open``).
+            warm: At ``shutdown``, idle workers stay alive for the next pool made with
+                ``warm=True`` in this process (which resets them), instead of exiting: for test
+                sessions that build many graphs (``flowplex.testing``). They exit with this
+                process. Modules their kernels imported stay imported.
 
         Raises:
             UsageError: ``num_processes`` is not a positive integer, ``start_method`` or
@@ -143,6 +151,7 @@ class ProcessPoolExecutor:
         self.name = name
         self.num_processes = num_processes
         self.arena_bytes = arena_bytes
+        self._warm = warm
         self._arena: Arena | None = None
         self.start_method = start_method
         self.restart = restart
@@ -189,7 +198,9 @@ class ProcessPoolExecutor:
             mine = [(recipe.index, frame) for recipe, frame in frames if slot in placed[recipe.index].slots]
             link.nodes = {recipe.index: recipe.spec.name for recipe, _ in frames
                           if slot in placed[recipe.index].slots}
-            request = HostRequest(imports, mine)
+            moved = (link.arena.name, link.arena_slot) if link.moved else None
+            link.moved = False
+            request = HostRequest(imports, mine, moved, tuple(sys.path), os.getcwd())
             self._requests[slot] = request
             sent.append((link, link.send_hosting(request)))
         self._replicas = placed
@@ -246,8 +257,20 @@ class ProcessPoolExecutor:
         return None if arena is None else arena.stats()
 
     def _new_link(self, slot: int) -> WorkerLink:
-        """Start the worker of ``slot``; the pool hears of its death when restarts are on."""
+        """Start the worker of ``slot`` (or take a warm one); the pool hears of its death when
+        restarts are on."""
         on_lost = self._on_worker_lost if self._restarts.enabled else None
+        while self._warm:
+            with _WARM_LOCK:
+                warm = _WARM.get(self.start_method)
+                link = warm.pop() if warm else None
+            if link is None:
+                break
+            if link.idle():
+                link.adopt(self.name, slot, self._open_arena(), on_lost)
+                return link
+            link.stop()
+            link.finish(STOP_GRACE_S)
         return WorkerLink(self.name, slot, self._context, self._open_arena(), on_lost)
 
     def _hosting_failure(self, recipes: list[NodeRecipe], index: int, text: str, link: WorkerLink,
@@ -483,6 +506,11 @@ class ProcessPoolExecutor:
         self._requests = {}
         self._placement.clear()
         self._restarts.clear()
+        if self._warm:  # idle workers wait for the next pool (its hosting request resets them)
+            keep = [link for link in links if link.idle()]
+            with _WARM_LOCK:
+                _WARM.setdefault(self.start_method, []).extend(keep)
+            links = [link for link in links if link not in keep]
         for link in links:
             link.stop()
         deadline = time.monotonic() + STOP_GRACE_S

@@ -73,6 +73,12 @@ class HostRequest:
     """``kernels._loading.imports_so_far()`` of the host: replayed in order, each once."""
     recipes: list[tuple[int, bytes]]
     """``(node index, encode_recipe(...))`` per node placed on this worker."""
+    arena: tuple[str, int] | None = None
+    """A warm worker taken over by another pool: forget every node, map this arena as this slot."""
+    sys_path: tuple[str, ...] = ()
+    """The host's ``sys.path`` now: a warm worker started before it changed looks there too."""
+    cwd: str = ""
+    """The host's working directory now (relative paths of ``imports:`` resolve against it)."""
 
 
 @final

@@ -14,9 +14,11 @@ closes or the host asks it to, and when the process that started it is gone.
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -56,13 +58,13 @@ def main(conn: Connection, arena_name: str, slot: int) -> None:
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _watch_parent(os.getppid())
-    arena = Arena.attach(arena_name, slot)
-    set_buffer_allocator(arena.new_array)
+    worker = _Worker(conn, Arena.attach(arena_name, slot))
+    set_buffer_allocator(worker._arena.new_array)
     try:
-        _Worker(conn, arena).serve()
+        worker.serve()
     finally:
         set_buffer_allocator(None)
-        arena.close(unlink=False)
+        worker._arena.close(unlink=False)
 
 
 def _watch_parent(parent: int) -> None:
@@ -75,6 +77,17 @@ def _watch_parent(parent: int) -> None:
                 os._exit(EXIT_ORPHANED)
 
     threading.Thread(target=watch, name="flowplex-worker-parent", daemon=True).start()
+
+
+def _follow(request: HostRequest) -> None:
+    """Take the host's ``sys.path`` entries this process lacks, in the host's order, and its
+    working directory (a warm worker outlives the state it was started with)."""
+    missing = [entry for entry in request.sys_path if entry not in sys.path]
+    if missing:
+        sys.path[:0] = missing
+        importlib.invalidate_caches()
+    if request.cwd and request.cwd != os.getcwd() and os.path.isdir(request.cwd):
+        os.chdir(request.cwd)
 
 
 @final
@@ -136,6 +149,14 @@ class _Worker:
 
     def _host(self, request: HostRequest) -> HostReply:
         """Load the host's kernel code, decode each recipe, then host them all (or none)."""
+        if request.arena is not None:  # another pool's now: nothing of the last one stays
+            self._hosts.clear()
+            self._route_classes.clear()
+            name, slot = request.arena
+            old, self._arena = self._arena, Arena.attach(name, slot)
+            set_buffer_allocator(self._arena.new_array)
+            old.close(unlink=False)
+        _follow(request)
         lost = self._replay(request.imports)
         failures: list[tuple[int, str]] = []
         recipes: list[NodeRecipe] = []

@@ -4,7 +4,7 @@
 block on another executor (``"inline"``, ``"threads"``, ``"delegating"``, ``"loopback"`` or
 ``"processes"``, a ``ProcessPoolExecutor`` of 2 workers; or a factory), so one suite checks that
 every executor gives the same results. On ``"processes"`` the workers import kernels by
-reference (no kernel defined inside a test) and each graph starts its workers.
+reference (no kernel defined inside a test); they stay warm between graphs (``warm=True``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def _factory(kind: str) -> ExecutorFactory:
     if kind == "loopback":
         return LoopbackExecutor
     if kind == "processes":
-        return lambda name: ProcessPoolExecutor(name, 2)
+        return lambda name: ProcessPoolExecutor(name, 2, warm=True)
     msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
     raise UsageError(msg)
 
