@@ -54,17 +54,12 @@ from ._status import Status
 from ._waiting import Waits
 
 if TYPE_CHECKING:
-    import numpy as np
-    import numpy.typing as npt
-
     from .._snapshot import EngineSnapshot
     from ..executors import Executor
     from ..executors._protocol import KernelHostExecutor
     from ..packets import Packet
+    from ..packets._packet import BufferAllocator
     from ._nodes import Edge, Node, Observer
-
-Zeros = Callable[[tuple[int, ...], "np.dtype[np.generic]"], "npt.NDArray[np.generic]"]
-"""A buffer allocator (``numpy.zeros``'s signature): ``new_buffer`` memory of a node."""
 
 OPEN_TIMEOUT_S = 60.0
 """How long ``start`` waits for a kernel host to open one kernel before calling it dead."""
@@ -80,7 +75,7 @@ class Engine:
         self.graph_inputs = [edges[name] for name in graph_inputs]
         self.executors = executors
         self.strict_ports = strict_ports
-        self.input_zeros: Zeros | None = None
+        self.input_zeros: BufferAllocator | None = None
         """Where ``Graph.new_buffer`` gets memory: set at ``start`` (see ``_host_kernels``)."""
         self.stats_level = "basic"
         self.status = status = Status()
@@ -177,13 +172,13 @@ class Engine:
         self.input_zeros = self._allocator_for(self.graph_inputs)
 
     @staticmethod
-    def _allocator_for(edges: list[Edge]) -> Zeros | None:
+    def _allocator_for(edges: list[Edge]) -> BufferAllocator | None:
         """The buffer allocator of the first hosted consumer of ``edges`` that has one."""
         for edge in edges:
             for port in edge.consumers:
                 zeros = getattr(port.node.executor, "buffer_allocator", None)
                 if zeros is not None and port.node.remote:
-                    found: Zeros | None = zeros()
+                    found: BufferAllocator | None = zeros()
                     if found is not None:
                         return found
         return None

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from ..packets._packet import BufferAllocator
+
 __all__ = ["CloseReason", "Context", "NodeInfo"]
 
 log = logging.getLogger("flowplex.kernels")
@@ -71,7 +73,7 @@ class NodeInfo:
     else they are ignored, as lm-flow does, and counted in ``ignored_emits``."""
     ignored_emits: int = 0
     """Emits, forwards and bounds aimed at output indexes the node does not have."""
-    zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], np.ndarray] | None = None
+    zeros: BufferAllocator | None = None
     """Where ``new_buffer`` gets memory (None: numpy): a process pool's shared memory when the
     node feeds a node on one, so that its frames cross without a copy."""
 

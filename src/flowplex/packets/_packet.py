@@ -556,12 +556,15 @@ def sole_holder(p: Packet) -> bool:
         lent is None or lent_alone(h))
 
 
-_zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], Array] | None = None
+BufferAllocator: TypeAlias = "Callable[[tuple[int, ...], np.dtype[np.generic]], Array]"
+"""``numpy.zeros``'s signature: where ``new_buffer`` gets memory (a process pool's shared memory)."""
+
+_zeros: BufferAllocator | None = None
 """Where ``new_buffer`` gets its memory: None is ``numpy.zeros``; a process pool's worker puts
 its buffers in shared memory (``set_buffer_allocator``)."""
 
 
-def set_buffer_allocator(zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], Array] | None) -> None:
+def set_buffer_allocator(zeros: BufferAllocator | None) -> None:
     """Make ``new_buffer`` allocate with ``zeros(shape, dtype)`` in this process (None: numpy's)."""
     global _zeros
     _zeros = zeros
@@ -707,7 +710,7 @@ def _to_packet_slow(value: object, ts: int) -> Packet:
 
 def new_buffer(
     shape: SupportsIndex | Sequence[SupportsIndex], dtype: DType | npt.DTypeLike,
-    *, zeros: Callable[[tuple[int, ...], np.dtype[np.generic]], Array] | None = None,
+    *, zeros: BufferAllocator | None = None,
 ) -> tuple[Packet, Array]:
     """A zero-filled, contiguous buffer packet and a writable view to fill it with.
 

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..executors._invocation import Complete, NodeRecipe
+    from ..packets._packet import BufferAllocator
     from ._link import Hosting
 
 __all__ = ["ProcessPoolExecutor"]
@@ -240,7 +241,7 @@ class ProcessPoolExecutor:
             arena = self._arena = Arena.create(arena_size(self.arena_bytes), self.num_processes + 1)
         return arena
 
-    def buffer_allocator(self) -> Callable[[tuple[int, ...], np.dtype[np.generic]], npt.NDArray[np.generic]] | None:
+    def buffer_allocator(self) -> BufferAllocator | None:
         """``new_buffer``'s allocator for nodes feeding this pool: its shared memory (None before
         the first start), so that frames made for its nodes reach them without a copy."""
         arena = self._arena
