@@ -15,7 +15,6 @@ from ..kernels._ports import PortTable
 from ..kernels._registry import Kernel, kernel_class
 from ..kernels._route import make_route_kernel
 from ..packets import type_name
-from ..processes import ProcessPoolExecutor
 from ..spec._plan import GraphPlan
 from ..spec._specs import ROUTE_KERNEL, ExecutorSpec, GraphSpec
 from ._engine import Engine
@@ -94,10 +93,11 @@ def make_executor(spec: ExecutorSpec) -> Executor:
     if spec.type == "DelegatingExecutor":
         return DelegatingExecutor(spec.name)
     if spec.type == "ProcessPoolExecutor":
-        if spec.arena_bytes:
-            return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart,
-                                       arena_bytes=spec.arena_bytes)
-        return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart)
+        # Imported here: multiprocessing and the arena cost a graph without a pool 40 ms.
+        from ..processes import DEFAULT_ARENA_BYTES, ProcessPoolExecutor
+
+        return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart,
+                                   arena_bytes=spec.arena_bytes or DEFAULT_ARENA_BYTES)
     return ThreadPoolExecutor(spec.name, spec.num_threads, spec.affinity, spec.priority)
 
 
