@@ -34,10 +34,12 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_events": LEAVES | {"packets"},
     "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
     "processes": LEAVES | {"packets", "executors", "spec", "kernels", "_shm"},  # kernel hosts in worker processes
+    "cluster": LEAVES | {"packets", "executors", "spec", "kernels", "processes"},  # kernel hosts in Ray actors
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
-    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "processes"},
-    "testing": LEAVES | {"packets", "executors", "spec", "kernels", "config", "graph", "processes"},
+    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "processes",
+                       "cluster"},
+    "testing": LEAVES | {"packets", "executors", "spec", "kernels", "config", "graph", "processes", "cluster"},
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
 

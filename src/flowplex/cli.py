@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import sys
 import threading
 import traceback
@@ -308,6 +309,10 @@ def run(
     default_executor: Annotated[str | None, typer.Option(
         "--default-executor", metavar="NAME",
         help="Run every node that names no executor on executor NAME (the YAML's `default_executor`).")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", metavar="ADDRESS",
+        help="Connect every RayExecutor to this Ray cluster: auto, ray://host:10001 or IP:port "
+             "(overrides the YAML's `address:`).")] = None,
 ) -> None:
     """Run a graph whose data comes from source kernels and print what reaches its outputs.
 
@@ -325,6 +330,13 @@ def run(
         msg = f"--dot-view: {exc}"
         raise _usage(msg) from None
     _setup_logging()
+    if ray_address is not None:
+        from flowplex.cluster import ADDRESS_ENV
+
+        if not ray_address.strip():
+            msg = "--ray-address: give an address (auto, ray://host:10001 or IP:port)"
+            raise _usage(msg)
+        os.environ[ADDRESS_ENV] = ray_address.strip()
     import_kernels(imports or [])
     g = _load_graph(graph, overrides or [], default_executor)
     lock = threading.Lock()
@@ -505,6 +517,18 @@ def info() -> None:
     typer.echo(f"scheduler: {_native.mode}")
     transport = "compiled (C)" if _accel.fast is not None else "source (pure Python)"
     typer.echo(f"ring transport: {transport}")
+    from flowplex.cluster import INSTALL_HINT, describe_cluster, ray_installed
+
+    if ray_installed():
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            ray_version = version("ray")
+        except PackageNotFoundError:
+            ray_version = "(version unknown)"
+        typer.echo(f"ray: {ray_version} installed; RayExecutor uses {describe_cluster()}")
+    else:
+        typer.echo(f"ray: not installed (RayExecutor needs it: {INSTALL_HINT})")
 
 
 @app.command()

@@ -179,7 +179,7 @@ def test_value_types(text: str, pattern: str) -> None:
                 r"^executors\[0\]\.type: unknown executor type"
                 r" `ThreadPolExecutor`; did you mean `ThreadPoolExecut"
                 r"or`\?"
-                r" \(supported: ThreadPoolExecutor, DelegatingExecutor, ProcessPoolExecutor\)$"
+                r" \(supported: ThreadPoolExecutor, DelegatingExecutor, ProcessPoolExecutor, RayExecutor\)$"
             ),
         ),
         (
@@ -187,7 +187,7 @@ def test_value_types(text: str, pattern: str) -> None:
             (
                 r"^executors\[0\]\.type: unknown executor type `Foo` \(supported: ThreadPoolExecutor, "
                 r"DelegatingExecut"
-                r"or, ProcessPoolExecutor\)$"
+                r"or, ProcessPoolExecutor, RayExecutor\)$"
             ),
         ),
         (

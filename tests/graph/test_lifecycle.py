@@ -488,7 +488,7 @@ NODE_ON_E = "nodes: [{ name: f, executor: e, kernel: LcDouble, input_ports: [x],
          r"^executors\[0\]: unknown field `num_thread`; did you mean `num_threads`\?"),
         ("{ name: e, type: ThreadPool }", "",
          r"^executors\[0\]\.type: unknown executor type `ThreadPool` \(supported: ThreadPoolExecutor, "
-         r"DelegatingExecutor, ProcessPoolExecutor\)"),
+         r"DelegatingExecutor, ProcessPoolExecutor, RayExecutor\)"),
         ("{ name: e, type: DelegatingExecutor, num_threads: 2 }", "",
          r"^executors\[0\]: DelegatingExecutor owns no threads"),
         ("{ name: e, type: DelegatingExecutor, priority: 5 }", "",

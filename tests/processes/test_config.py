@@ -46,7 +46,7 @@ def error_of(text: str) -> str:
          r"^executors\[0\]: unknown field `num_process`; did you mean `num_processes`\?"),
         ("{ name: p, type: ProcessPoolExecuter }", "",
          r"^executors\[0\]\.type: unknown executor type `ProcessPoolExecuter`; did you mean `ProcessPoolExecutor`\? "
-         r"\(supported: ThreadPoolExecutor, DelegatingExecutor, ProcessPoolExecutor\)$"),
+         r"\(supported: ThreadPoolExecutor, DelegatingExecutor, ProcessPoolExecutor, RayExecutor\)$"),
         ("{ name: p, type: ProcessPoolExecutor, num_threads: 2 }", "",
          r"^executors\[0\]: ProcessPoolExecutor runs kernels in worker processes, so `num_threads`, `affinity`, "
          r"and `priority` do not apply; set `num_processes` instead$"),

@@ -23,6 +23,7 @@ from ..spec._specs import (
     NodeSpec,
     PortSpec,
     PredicateSpec,
+    RaySpec,
     RouteRuleSpec,
     RouteSpec,
 )
@@ -114,9 +115,32 @@ def classify_node(model: NodeModel, site: NodeSite) -> NodeKind:
     raise site.error((), "node has neither `kernel` nor `type` -- one is required")
 
 
+_RAY_FIELDS = ("address", "num_cpus", "num_gpus", "memory", "resources", "max_batch", "max_batch_delay_ms",
+               "max_restarts")
+
+
+def _ray_spec(model: ExecutorModel) -> tuple[RaySpec, tuple[str, ...]]:
+    """The Ray settings of an entry, and which of them it wrote."""
+    written = tuple(name for name in _RAY_FIELDS if getattr(model, name) is not None)
+    default = RaySpec()
+    spec = RaySpec(
+        address=model.address if model.address is not None else default.address,
+        num_cpus=model.num_cpus if model.num_cpus is not None else default.num_cpus,
+        num_gpus=model.num_gpus if model.num_gpus is not None else default.num_gpus,
+        memory=model.memory if model.memory is not None else default.memory,
+        resources=tuple(sorted((model.resources or {}).items())),
+        max_batch=model.max_batch if model.max_batch is not None else default.max_batch,
+        max_batch_delay_ms=(model.max_batch_delay_ms if model.max_batch_delay_ms is not None
+                            else default.max_batch_delay_ms),
+        max_restarts=model.max_restarts if model.max_restarts is not None else default.max_restarts,
+    )
+    return spec, written
+
+
 def convert_executor(model: ExecutorModel) -> ExecutorSpec:
     """An ``executors[]`` entry as a spec (``type: ""`` is a pool; a pool's 0 threads is 1)."""
-    if model.type in ("DelegatingExecutor", "ProcessPoolExecutor"):
+    ray, ray_fields = _ray_spec(model)
+    if model.type in ("DelegatingExecutor", "ProcessPoolExecutor", "RayExecutor"):
         # Kept as written so the plan can reject thread settings on an executor without threads.
         return ExecutorSpec(
             name=model.name,
@@ -127,6 +151,8 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
             num_processes=model.num_processes,
             restart=model.restart,
             arena_bytes=model.arena_bytes,
+            ray=ray,
+            ray_fields=ray_fields,
         )
     return ExecutorSpec(
         name=model.name,
@@ -137,6 +163,8 @@ def convert_executor(model: ExecutorModel) -> ExecutorSpec:
         num_processes=model.num_processes,
         restart=model.restart,
         arena_bytes=model.arena_bytes,
+        ray=ray,
+        ray_fields=ray_fields,
     )
 
 

@@ -52,7 +52,7 @@ class ExecutorModel(_Model):
     """One entry of ``executors``."""
 
     name: Name = Field(default="", description="Referenced by `node.executor`; `default` is reserved.")
-    type: Literal["", "ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor"] = Field(
+    type: Literal["", "ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor", "RayExecutor"] = Field(
         default="", description='"" means ThreadPoolExecutor.'
     )
     num_threads: Count = Field(
@@ -81,6 +81,36 @@ class ExecutorModel(_Model):
             "the default, 1 GiB (at most half of what /dev/shm has free). When it is full, "
             "producers wait for frames to be consumed."
         ),
+    )
+    address: str | None = Field(
+        default=None,
+        description=(
+            "RayExecutor only: the Ray cluster; omitted: the Ray instance the program uses, else a new local "
+            "one; `auto` (the cluster on this machine), `ray://host:10001` or `IP:port` of a head node."
+        ),
+    )
+    num_cpus: Annotated[float, Field(ge=0)] | None = Field(
+        default=None, description="RayExecutor only: CPUs each actor (node or replica) asks for; default 1."
+    )
+    num_gpus: Annotated[float, Field(ge=0)] | None = Field(
+        default=None, description="RayExecutor only: GPUs each actor asks for; default 0."
+    )
+    memory: Count | None = Field(default=None, description="RayExecutor only: bytes of memory each actor asks for.")
+    resources: dict[str, Annotated[float, Field(ge=0)]] | None = Field(
+        default=None, description="RayExecutor only: custom resources each actor asks for, e.g. {camera: 1}."
+    )
+    max_batch: Annotated[int, Field(ge=1)] | None = Field(
+        default=None,
+        description=(
+            "RayExecutor only: invocations per actor call, and calls of a node in flight (per replica); "
+            "default 256. Lower it for large frames."
+        ),
+    )
+    max_batch_delay_ms: Annotated[float, Field(ge=0)] | None = Field(
+        default=None, description="RayExecutor only: how long a call waits to fill a batch; default 2."
+    )
+    max_restarts: Count | None = Field(
+        default=None, description="RayExecutor only: how often Ray restarts a dead actor; default 0 (never)."
     )
     affinity: list[Count] = Field(
         default_factory=list, description="Worker i is pinned to affinity[i % len]."

@@ -160,7 +160,7 @@ def _literal_message(where: _Located, value: object, expected: str) -> str:
     key = (where.owner, where.field)
     if key == (ExecutorModel, "type"):
         return (f"unknown executor type `{shown}`{hint} (supported: ThreadPoolExecutor, DelegatingExecutor, "
-                "ProcessPoolExecutor)")
+                "ProcessPoolExecutor, RayExecutor)")
     if key == (InputPolicyModel, "type"):
         return (
             f"unknown input_policy `{shown}`{hint} (valid: sync / immediate / fixed_size / sync_set / batch)"

@@ -54,6 +54,11 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
             is_source=spec.is_source, counter_add=counter_add, log=log_fn, strict_ports=plan.spec.strict_ports,
         )
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
+        window = getattr(node.executor, "calls_in_flight", None)
+        if window is not None:  # an executor that batches calls (Ray): claims run ahead, flushed in order
+            node.max_in_flight = max(node.max_in_flight, window(spec))
+            if node.max_in_flight > 1:
+                node.fast1 = None
         node.in_types = list(contract.input_types)
         node.out_types = list(contract.output_types)
         node.typed_inputs = any(node.in_types)
@@ -98,6 +103,13 @@ def make_executor(spec: ExecutorSpec) -> Executor:
 
         return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart,
                                    arena_bytes=spec.arena_bytes or DEFAULT_ARENA_BYTES)
+    if spec.type == "RayExecutor":
+        from ..cluster import RayExecutor
+
+        ray = spec.ray
+        return RayExecutor(spec.name, ray.address or None, num_cpus=ray.num_cpus, num_gpus=ray.num_gpus,
+                           memory=ray.memory, resources=dict(ray.resources), max_batch=ray.max_batch,
+                           max_batch_delay_ms=ray.max_batch_delay_ms, max_restarts=ray.max_restarts)
     return ThreadPoolExecutor(spec.name, spec.num_threads, spec.affinity, spec.priority)
 
 

@@ -402,6 +402,21 @@ def adoption_count(arr: Array) -> int:
     return entry.count if entry is not None and entry.array is arr else 0
 
 
+class DeferredArray:
+    """A CPU array kept elsewhere (Ray's object store), fetched on first read (``host_array``).
+
+    A subclass implements ``fetch``; a holder made by ``wrap_deferred`` describes the array
+    (dtype, shape) without touching it, so a packet of it flows through the engine, is counted
+    in byte budgets and is sent on by reference without its data ever reaching this process.
+    """
+
+    __slots__ = ()
+
+    def fetch(self) -> Array:
+        """The array (read-only is fine); called at most once per holder."""
+        raise NotImplementedError
+
+
 @final
 class _Buffer:
     """The shared payload of a BUFFER packet.
@@ -421,7 +436,8 @@ class _Buffer:
             graph's handles does not count it. None when there is none.
         mutable: The memory belongs to the engine and only this holder references it, so the
             handles sharing the holder may write to it once they are the only handle.
-        obj: The DLPack exporter for by-reference buffers, else None.
+        obj: The DLPack exporter for by-reference buffers, or the ``DeferredArray`` of a
+            buffer kept elsewhere, else None.
     """
 
     __slots__ = ("array", "code", "device", "external", "host", "key", "lent", "mutable", "obj", "shape")
@@ -449,8 +465,11 @@ class _Buffer:
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         # Pickling carries the data; the receiving side adopts its own fresh array.
-        if self.obj is not None:
-            return (_dlpack_from_pickle, (self.obj,))
+        obj = self.obj
+        if obj is not None:
+            if isinstance(obj, DeferredArray):  # the reference travels, never the fetched data
+                return (wrap_deferred, (obj, self.code, self.shape))
+            return (_dlpack_from_pickle, (obj,))
         return (_array_from_pickle, (self.array, self.external))
 
     def nbytes(self) -> int:
@@ -507,10 +526,36 @@ def wrap_dlpack(obj: object) -> _Buffer:
     return h
 
 
+def wrap_deferred(obj: DeferredArray, code: int, shape: tuple[int, ...]) -> _Buffer:
+    """A read-only holder of an array kept elsewhere; ``obj.fetch()`` runs on its first read."""
+    h = _Buffer()
+    h.key = None
+    h.lent = None
+    h.host = None
+    h.array = None
+    h.code = code
+    h.shape = shape
+    h.device = "cpu"
+    h.external = True
+    h.mutable = False
+    h.obj = obj
+    return h
+
+
+def is_deferred(h: _Buffer) -> bool:
+    """Whether the holder's data is kept elsewhere (``wrap_deferred``), fetched or not."""
+    return isinstance(h.obj, DeferredArray)
+
+
 def host_array(h: _Buffer, what: str) -> Array:
-    """The holder's data as a numpy array; for a CPU DLPack object, made once via ``np.from_dlpack``."""
+    """The holder's data as a numpy array: for a CPU DLPack object, made once via
+    ``np.from_dlpack``; for a deferred one, fetched once."""
     arr = h.array
     if arr is not None:
+        return arr
+    obj = h.obj
+    if isinstance(obj, DeferredArray):
+        arr = h.array = obj.fetch()
         return arr
     if h.device != "cpu":
         msg = (

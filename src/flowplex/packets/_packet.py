@@ -27,6 +27,7 @@ from ._buffers import (
     check_array,
     count_copy,
     host_array,
+    is_deferred,
     is_dlpack,
     lend,
     lent_alone,
@@ -164,7 +165,7 @@ class Packet:
         if self._tid != _BUFFER:
             return self._value
         h: _Buffer = self._value  # type: ignore[assignment]
-        return h.obj if h.obj is not None else self.as_numpy()
+        return h.obj if h.obj is not None and not is_deferred(h) else self.as_numpy()
 
     # --- readers: exact type match or None, never a conversion --------------------------------
 
@@ -415,12 +416,12 @@ class Packet:
         if self._tid != _BUFFER:
             return clone_owned(self)
         h: _Buffer = self._value  # type: ignore[assignment]
-        if h.obj is not None:
+        if h.obj is not None and not is_deferred(h):
             holder = wrap_dlpack(_copy.deepcopy(h.obj, memo))
         else:
             import numpy as np
 
-            holder = wrap_owned(np.array(h.array, copy=True, order="C"), h.code)
+            holder = wrap_owned(np.array(host_array(h, "deepcopy"), copy=True, order="C"), h.code)
         p = _new(holder, _BUFFER, self._ts)
         p._meta = self._meta
         return p

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Final, final
 
 from .._timestamps import TS_UNSTARTED
 from ..errors import BrokenError, ConfigError, UsageError
-from ..executors import TaskStats, ThreadPoolExecutor
+from ..executors import TaskStats
+from ..executors._hosted import CallerTasks
 from ..executors._invocation import Invocation, Outcome
 from ..executors._protocol import Inbox, Task
 from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
@@ -63,8 +64,6 @@ DISPATCH_THREADS: Final = 1
 _WARM: Final[dict[str, list[WorkerLink]]] = {}
 """Idle workers of shut-down pools made with ``warm=True``, by start method (test sessions)."""
 _WARM_LOCK: Final = threading.Lock()
-_in_task: Final = threading.local()
-"""``busy`` while this thread runs a task of a pool (``ProcessPoolExecutor.submit``)."""
 
 
 @final
@@ -158,8 +157,8 @@ class ProcessPoolExecutor:
         self.restart = restart
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]
         self._lock = threading.Lock()
-        self._dispatcher = ThreadPoolExecutor(f"{name}-dispatch", self.threads)
-        """Runs the engine's tasks (each ends in ``invoke``): a thread pool's FIFO, reused."""
+        self._tasks = CallerTasks(name)
+        """Runs the engine's tasks (each ends in ``invoke``), on the caller or its dispatcher."""
         self._links: list[WorkerLink] = []
         """The workers, by slot (``_placement`` chooses the slots); a restart replaces one."""
         self._placement = Placement(num_processes)
@@ -447,26 +446,14 @@ class ProcessPoolExecutor:
     # -- tasks ------------------------------------------------------------------------------------
 
     def submit(self, fn: Task, arg: object) -> None:
-        """Run ``fn(arg)`` now, on the calling thread: the engine's task for a node of this
-        pool turns a claim into a frame and queues it (``invoke``), which never waits for a
-        worker, and a thread hop would be most of a small invocation's cost.
-
-        A task submitted from inside another (a call that failed at once, completing on the
-        spot) goes to the dispatcher thread instead, so that failures cannot recurse.
-        """
-        local = _in_task
-        if getattr(local, "busy", False):
-            self._dispatcher.submit(fn, arg)
-            return
-        local.busy = True
-        try:
-            fn(arg)
-        finally:
-            local.busy = False
+        """Run ``fn(arg)`` now, on the calling thread (``CallerTasks``): the engine's task for a
+        node of this pool turns a claim into a frame and queues it (``invoke``), which never
+        waits for a worker."""
+        self._tasks.submit(fn, arg)
 
     def submit_background(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
-        self._dispatcher.submit(fn, arg)
+        self._tasks.submit_background(fn, arg)
 
     def backlog(self) -> Sized | None:
         """None: the dispatcher has no caller-thread loop."""
@@ -481,7 +468,7 @@ class ProcessPoolExecutor:
 
     def stats(self) -> TaskStats:
         """Tasks waiting for the dispatcher (``queued``), invocations in workers (``running``)."""
-        queued = self._dispatcher.stats().queued
+        queued = self._tasks.queued
         with self._lock:
             links = list(self._links)
         running = sum(link.in_flight for link in links)
@@ -489,7 +476,7 @@ class ProcessPoolExecutor:
 
     def start(self) -> None:
         """Start the dispatcher thread (idempotent; workers start in ``host``)."""
-        self._dispatcher.start()
+        self._tasks.dispatcher.start()
 
     def shutdown(self) -> None:
         """Stop the dispatcher and every worker, and reap them (idempotent).
@@ -497,7 +484,7 @@ class ProcessPoolExecutor:
         Workers exit after what they were sent, within ``STOP_GRACE_S``; then they are
         terminated (SIGTERM, then SIGKILL). Queued tasks and invocations in flight are dropped.
         """
-        self._dispatcher.shutdown()
+        self._tasks.dispatcher.shutdown()
         with self._lock:
             links, self._links = self._links, []
             self._serving = False

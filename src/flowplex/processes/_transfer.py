@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Final
 from ..errors import UsageError
 from ..executors import _codec as codec
 from ..executors._invocation import Invocation, Outcome
-from ..packets._buffers import _Buffer, wrap_adopted, wrap_owned
+from ..packets._buffers import _Buffer, host_array, is_deferred, wrap_adopted, wrap_owned
 from ..packets._packet import sole_holder
 from ._arena import PAGE, rooted
 
@@ -120,6 +120,9 @@ def _reducers(arena: Arena, packets: Sequence[Packet | None],
         return None  # no buffer: the codec's own table
 
     def reduce_holder(h: _Buffer) -> object:
+        if is_deferred(h):  # kept in Ray's object store: a worker gets the data, in the message
+            host_array(h, "send to a process pool")
+            return (_arrived, (h.array, h.code, True, True))
         arr = h.array
         if h.obj is not None or arr is None:
             return h.__reduce__()  # by reference (DLPack): the codec's own rule

@@ -39,7 +39,10 @@ __all__ = [
     "HostRequest",
     "decode_recipe",
     "encode_recipe",
+    "WireRecipe",
     "main_path",
+    "recipe_from_wire",
+    "wire_recipe",
 ]
 
 MAGIC: Final = codec.MAGIC
@@ -110,12 +113,18 @@ def encode_recipe(recipe: NodeRecipe, executor: str) -> bytes:
                    f"by the worker processes of executor `{executor}`: {problem}; move the class into a "
                    "module they can import (on sys.path), or name its file in the graph's `imports:`")
             raise ConfigError(msg)
-    wire = WireRecipe(recipe.index, spec, cls, recipe.strict_ports, dict(recipe.side_packets))
+    wire = wire_recipe(recipe)
     try:
         return codec.to_frame(codec.encode(wire))
     except UsageError as exc:
         msg = f"{spec.label}: cannot send the node to executor `{executor}`: {exc}"
         raise ConfigError(msg) from None
+
+
+def wire_recipe(recipe: NodeRecipe) -> WireRecipe:
+    """``recipe`` as it travels: a route node's class left out (the receiver makes it again)."""
+    cls = None if recipe.spec.kernel == ROUTE_KERNEL else recipe.kernel_cls
+    return WireRecipe(recipe.index, recipe.spec, cls, recipe.strict_ports, dict(recipe.side_packets))
 
 
 def decode_recipe(frame: bytes, route_classes: dict[int, tuple[NodeSpec, type[Kernel]]]) -> NodeRecipe:
@@ -131,6 +140,16 @@ def decode_recipe(frame: bytes, route_classes: dict[int, tuple[NodeSpec, type[Ke
     """
     encoded = codec.from_frame(frame)
     wire = pickle.loads(encoded.header, buffers=encoded.buffers)  # not codec.decode: keep the import error
+    return recipe_from_wire(wire, route_classes)
+
+
+def recipe_from_wire(wire: object, route_classes: dict[int, tuple[NodeSpec, type[Kernel]]]) -> NodeRecipe:
+    """The ``NodeRecipe`` a decoded ``WireRecipe`` stands for (a route node's class made again,
+    or kept from ``route_classes``).
+
+    Raises:
+        UsageError: ``wire`` is not a ``WireRecipe``.
+    """
     if type(wire) is not WireRecipe:
         msg = f"decode_recipe: the message holds a {type(wire).__name__}, not a recipe"
         raise UsageError(msg)

@@ -220,8 +220,22 @@ class _Planner:
                 if ex.num_processes < 0:
                     msg = f"num_processes must be >= 0 (0: one per CPU), got {ex.num_processes}"
                     raise self.fail(None, (*at, "num_processes"), msg)
+            elif ex.type == "RayExecutor":
+                if ex.num_threads or ex.affinity or ex.priority:
+                    msg = (
+                        "RayExecutor runs kernels in Ray actors, so `num_threads`, `affinity`, and `priority` "
+                        "do not apply; set `num_cpus` (per actor) instead"
+                    )
+                    raise self.fail(None, at, msg)
+                for key, _ in ex.ray.resources:
+                    if not key:
+                        raise self.fail(None, (*at, "resources"), "resource names must not be empty")
             elif ex.num_threads < 1:
                 raise self.fail(None, (*at, "num_threads"), f"num_threads must be >= 1, got {ex.num_threads}")
+            if ex.ray_fields and ex.type != "RayExecutor":
+                msg = (f"`{ex.ray_fields[0]}` applies to RayExecutor only (this executor is a {ex.type}; "
+                       "drop the field or change its `type`)")
+                raise self.fail(None, (*at, ex.ray_fields[0]), msg)
             if ex.num_processes and ex.type != "ProcessPoolExecutor":
                 msg = (f"`num_processes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
                        "drop the field or change its `type`)")
@@ -412,7 +426,8 @@ class _Planner:
             raise self.fail(n, ("max_in_flight",), f"max_in_flight must be >= 1, got {node.max_in_flight}")
         # A process pool takes any max_in_flight: calls beyond its replicas queue at the workers,
         # pipelined (the pipe's latency overlaps the work), their outputs still in claim order.
-        if node.max_in_flight > 1 and index != 0 and ex.type != "ProcessPoolExecutor":
+        # So does a Ray executor (one actor per replica).
+        if node.max_in_flight > 1 and index != 0 and ex.type not in ("ProcessPoolExecutor", "RayExecutor"):
             workers = 1 if ex.type == "DelegatingExecutor" else ex.num_threads
             if workers < 2:
                 msg = (

@@ -14,8 +14,9 @@ from .._types import OptionValue
 PolicyType = Literal["sync", "immediate", "fixed_size", "sync_set", "batch"]
 POLICY_TYPES: Final[tuple[str, ...]] = ("sync", "immediate", "fixed_size", "sync_set", "batch")
 
-ExecutorType = Literal["ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor"]
-EXECUTOR_TYPES: Final[tuple[str, ...]] = ("ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor")
+ExecutorType = Literal["ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor", "RayExecutor"]
+EXECUTOR_TYPES: Final[tuple[str, ...]] = ("ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor",
+                                          "RayExecutor")
 
 StatsLevel = Literal["off", "basic", "full"]
 RestartPolicy = Literal["never", "on_failure"]
@@ -132,6 +133,21 @@ class NodeSpec:
 
 
 @dataclass(frozen=True, slots=True)
+class RaySpec:
+    """The settings of a ``RayExecutor`` (``executors[]`` fields that only it takes)."""
+
+    address: str = ""
+    """"" (the process's Ray instance, or a new local one), ``auto``, ``ray://host:port`` or ``IP:port``."""
+    num_cpus: float = 1.0
+    num_gpus: float = 0.0
+    memory: int = 0
+    resources: tuple[tuple[str, float], ...] = ()
+    max_batch: int = 256
+    max_batch_delay_ms: float = 2.0
+    max_restarts: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ExecutorSpec:
     """A user-declared executor (``executors[]``)."""
 
@@ -146,6 +162,10 @@ class ExecutorSpec:
     """``ProcessPoolExecutor``: ``never`` or ``on_failure`` (a dead worker is replaced)."""
     arena_bytes: int = 0
     """``ProcessPoolExecutor``: the shared-memory arena's size; 0 means the default (1 GiB)."""
+    ray: RaySpec = field(default_factory=RaySpec)
+    """``RayExecutor``: its settings (the defaults on any other executor)."""
+    ray_fields: tuple[str, ...] = ()
+    """The Ray-only fields written in the YAML (the plan rejects them on other executors)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,413 @@
+"""``RayExecutor``: the kernels of its nodes in Ray actors, the scheduler in this process.
+
+Only kernel callbacks cross, as for the process pool: the engine hands the executor an
+``Invocation`` and gets an ``Outcome`` back. Each node placed on it lives in a Ray actor of its
+own (one per replica for a node with ``max_in_flight > 1``), which Ray schedules on a machine
+that offers the CPUs, GPUs, memory and custom resources the executor asks for. Calls go to the
+actors in batches (``_lanes``), frames by reference (``_frames``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+from collections.abc import Callable, Sized
+from types import ModuleType
+from typing import TYPE_CHECKING, Final, final
+
+from ..errors import BrokenError, ConfigError, UsageError
+from ..executors import TaskStats
+from ..executors._hosted import CallerTasks
+from ..executors._invocation import Outcome
+from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
+from ..kernels._host import failed_outcome
+from ..kernels._loading import imports_so_far
+from ..processes._replicas import Gather, Replicas
+from ..processes._wire import HostRequest, wire_recipe
+from ._connect import connect, disconnect, ray_module
+from ._frames import invocation_packets, keep_live_frames, put_frames
+from ._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
+
+    from ..executors._invocation import Complete, Invocation, NodeRecipe
+    from ..executors._protocol import Inbox, Task
+    from ..processes._wire import HostReply
+    from ..spec._specs import NodeSpec
+
+__all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_BATCH_DELAY_MS", "RayExecutor"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_MAX_BATCH: Final = 256
+DEFAULT_MAX_BATCH_DELAY_MS: Final = 2.0
+HOST_TIMEOUT_S: Final = 60.0
+"""How long ``host`` waits for Ray to place every actor and for them to build their kernels."""
+
+
+@final
+class _Node:
+    """The actors of one node (its replicas), with the recipe they host."""
+
+    __slots__ = ("lanes", "name", "outputs", "recipe", "replicas")
+
+    def __init__(self, recipe: NodeRecipe, lanes: list[Lane]) -> None:
+        self.recipe = recipe
+        self.lanes = lanes
+        self.replicas = Replicas(tuple(range(len(lanes))))
+        self.name = recipe.spec.name
+        self.outputs = len(recipe.spec.output_ports)
+
+
+@final
+class RayExecutor:
+    """Runs the kernels of its nodes in Ray actors, on a local Ray instance or a cluster.
+
+    Calls of one actor run one at a time in claim order, so a node keeps its one kernel
+    instance and its state, as on any executor. The engine may claim up to ``max_batch`` calls
+    of a node (per replica) before the first is answered; the actor runs them in order and the
+    engine flushes their outputs in order, so outputs are those of any other executor.
+
+    A dead actor: the calls of its batches in flight fail with an error naming the node, and
+    the engine applies the node's ``on_error``. With ``max_restarts: 0`` every later call of
+    the node fails the same way; with ``max_restarts: N`` Ray starts the actor again (up to N
+    times), it hosts the node again and reopens its kernel, and later calls go to it.
+    """
+
+    kind = "ray"
+    runs_on_caller = False
+    hosts_kernels = True
+    kernels_in_process = False
+    """Its kernels run in Ray worker processes: they share no module state with this one."""
+    threads = 1
+
+    def __init__(self, name: str, address: str | None = None, *, num_cpus: float = 1.0, num_gpus: float = 0.0,
+                 memory: int = 0, resources: dict[str, float] | None = None, max_batch: int = DEFAULT_MAX_BATCH,
+                 max_batch_delay_ms: float = DEFAULT_MAX_BATCH_DELAY_MS, max_restarts: int = 0) -> None:
+        """Describe the executor; nothing connects to Ray before ``host`` (``Graph.start``).
+
+        Args:
+            name: The executor's name (``executors[].name``).
+            address: The cluster: None (the Ray instance this process uses already, or a new
+                local one), ``"auto"`` (the cluster running on this machine), ``"ray://host:10001"``
+                (Ray Client) or ``"IP:port"`` of a head node.
+            num_cpus: CPUs each actor (one per node, or per replica) asks Ray for.
+            num_gpus: GPUs each actor asks for (fractions share a GPU).
+            memory: Bytes of memory each actor asks for (0: no request).
+            resources: Custom resources each actor asks for (``{"camera": 1}``): they pin the
+                nodes to the machines that offer them.
+            max_batch: Invocations per actor call at most, and calls of a node (per replica)
+                in flight at most. Lower it for large frames: each call in flight holds one.
+            max_batch_delay_ms: How long a call waits for others to fill a batch while its
+                actor is busy.
+            max_restarts: How many times Ray restarts a dead actor (0: never).
+
+        Raises:
+            UsageError: A value out of range.
+        """
+        _check_number(name, "num_cpus", num_cpus)
+        _check_number(name, "num_gpus", num_gpus)
+        _check_number(name, "max_batch_delay_ms", max_batch_delay_ms)
+        for what, value in (("memory", memory), ("max_restarts", max_restarts)):
+            if type(value) is not int or value < 0:
+                msg = f"RayExecutor `{name}`: {what} must be an integer >= 0, got {value!r}"
+                raise UsageError(msg)
+        if type(max_batch) is not int or max_batch < 1:
+            msg = f"RayExecutor `{name}`: max_batch must be an integer >= 1, got {max_batch!r}"
+            raise UsageError(msg)
+        resources = dict(resources or {})
+        for key, amount in resources.items():
+            if not isinstance(key, str) or not key:
+                msg = f"RayExecutor `{name}`: resource names must be non-empty strings, got {key!r}"
+                raise UsageError(msg)
+            _check_number(name, f"resources.{key}", amount)
+        if address is not None and (not isinstance(address, str) or not address.strip()):
+            msg = f"RayExecutor `{name}`: address must be a non-empty string or None, got {address!r}"
+            raise UsageError(msg)
+        self.name = name
+        self.address = address
+        self.num_cpus = float(num_cpus)
+        self.num_gpus = float(num_gpus)
+        self.memory = memory
+        self.resources = resources
+        self.max_batch = max_batch
+        self.max_batch_delay_ms = float(max_batch_delay_ms)
+        self.max_restarts = max_restarts
+        self._tasks = CallerTasks(name)
+        self._ray: ModuleType | None = None
+        self._actor_class: object = None
+        self._nodes: dict[int, _Node] = {}
+        self._completions = Completions(name, max_batch, max_batch_delay_ms / 1000.0, self._send, self._failed)
+
+    def calls_in_flight(self, spec: NodeSpec) -> int:
+        """How many calls of a node the engine may claim before the first is answered: a batch
+        per replica (a source: one call at a time, its end is known only from its answer)."""
+        if spec.is_source:
+            return 1
+        return self.max_batch * max(1, spec.max_in_flight)
+
+    # -- kernels --------------------------------------------------------------------------------
+
+    def host(self, recipes: list[NodeRecipe]) -> None:
+        """Start (or keep) the actors of these nodes and build their kernels there (``Graph.start``).
+
+        Connects to Ray first. Blocks until every actor has hosted its node (at most
+        ``HOST_TIMEOUT_S``).
+
+        Raises:
+            ConfigError: Ray is not installed, the cluster cannot offer what a node asks for, or
+                a kernel could not be built in its actor (the message names the node).
+            BrokenError: The cluster cannot be reached, or an actor died while starting.
+        """
+        ray = self._connect(recipes)
+        import ray.cloudpickle as cloudpickle
+
+        self._check_resources(ray, recipes)
+        imports = imports_so_far()
+        wanted = {recipe.index: recipe for recipe in recipes}
+        for index in [i for i in self._nodes if i not in wanted]:
+            self._kill(self._nodes.pop(index))
+        waits: list[tuple[_Node, int, object]] = []
+        for recipe in recipes:
+            request = HostRequest(imports, [(recipe.index, cloudpickle.dumps(wire_recipe(recipe)))], None,
+                                  tuple(sys.path), os.getcwd())
+            frame = cloudpickle.dumps(request)
+            node = self._nodes.get(recipe.index)
+            if node is not None and node.recipe.spec == recipe.spec and node.recipe.kernel_cls is recipe.kernel_cls:
+                for k, lane in enumerate(node.lanes):
+                    waits.append((node, k, lane.actor.host.remote(frame)))  # type: ignore[attr-defined]
+                node.recipe = recipe
+                continue
+            if node is not None:
+                self._kill(node)
+            lanes = [Lane(self._new_actor(ray, frame), recipe.index, k) for k in range(_replicas(recipe.spec))]
+            node = self._nodes[recipe.index] = _Node(recipe, lanes)
+            waits.extend((node, k, lane.actor.hosted.remote()) for k, lane in enumerate(lanes))  # type: ignore[attr-defined]
+        self._await_hosting(ray, waits)
+        self._completions.start()
+
+    def _connect(self, recipes: list[NodeRecipe]) -> ModuleType:
+        ray = self._ray
+        if ray is None:
+            cpus = sum(self.num_cpus * _replicas(r.spec) for r in recipes)
+            ray = self._ray = connect(self.name, self.address, math.ceil(cpus))
+            from ._actor import NodeActor
+
+            self._actor_class = ray.remote(NodeActor)
+        return ray
+
+    def _new_actor(self, ray: ModuleType, frame: bytes) -> object:
+        options: dict[str, object] = {"num_cpus": self.num_cpus, "max_restarts": self.max_restarts,
+                                      "max_task_retries": 0, "max_concurrency": 1}
+        if self.num_gpus:
+            options["num_gpus"] = self.num_gpus
+        if self.memory:
+            options["memory"] = self.memory
+        if self.resources:
+            options["resources"] = dict(self.resources)
+        return self._actor_class.options(**options).remote(self.name, frame)  # type: ignore[attr-defined]
+
+    def _check_resources(self, ray: ModuleType, recipes: list[NodeRecipe]) -> None:
+        """Fail now, naming what is missing, when no machine of the cluster could ever place the
+        actors (Ray would keep them pending for ever)."""
+        new = [r for r in recipes if r.index not in self._nodes]
+        if not new:
+            return
+        have = ray.cluster_resources()
+        per_actor = {"CPU": self.num_cpus, "GPU": self.num_gpus, **self.resources}
+        if self.memory:
+            per_actor["memory"] = float(self.memory)
+        for key, amount in per_actor.items():
+            if amount and have.get(key, 0.0) < amount:
+                label = new[0].spec.label
+                offered = ", ".join(f"{k}: {v:g}" for k, v in sorted(have.items())
+                                    if not k.startswith(("node:", "object_store")))
+                msg = (f"{label}: executor `{self.name}` asks Ray for {key}: {amount:g} per actor, but no machine "
+                       f"of the cluster offers that much (the cluster has {offered or 'nothing'}); lower the request "
+                       f"or start a Ray node that offers it (`ray start --resources '{{\"{key}\": 1}}'`)")
+                raise ConfigError(msg)
+
+    def _await_hosting(self, ray: ModuleType, waits: list[tuple[_Node, int, object]]) -> None:
+        refs = [ref for _, _, ref in waits]
+        _, not_ready = ray.wait(refs, num_returns=len(refs), timeout=HOST_TIMEOUT_S)
+        if not_ready:
+            late = sorted({node.name for node, _, ref in waits if ref in not_ready})
+            msg = (f"executor `{self.name}`: Ray did not start the actors of node(s) {', '.join(map(repr, late))} "
+                   f"within {HOST_TIMEOUT_S:.0f} s; the cluster may be short of the CPUs or resources they ask for "
+                   "(`ray status` tells)")
+            raise BrokenError(msg)
+        failures: list[str] = []
+        for node, k, ref in waits:
+            try:
+                answer = ray.get(ref)
+            except Exception as exc:
+                msg = (f"{node.recipe.spec.label}: its Ray actor (executor `{self.name}`) failed to start: "
+                       f"{_first_line(exc)}")
+                raise BrokenError(msg) from None
+            reply: HostReply = answer[0] if isinstance(answer, tuple) else answer
+            if isinstance(answer, tuple):
+                node.lanes[k].where = f"pid {answer[1]} on {answer[2]}"
+            for kind, value, text in reply.lost_imports:
+                log.warning("ray.actor.import.failed executor=%r node=%r %s=%r: %s", self.name, node.name, kind,
+                            value, text)
+            for _, text in reply.failures:
+                failures.append(f"{node.recipe.spec.label}: cannot be hosted in its Ray actor (executor "
+                                f"`{self.name}`): {text}" if not text.startswith(node.recipe.spec.path) else text)
+        if failures:
+            raise ConfigError(failures[0])
+
+    def invoke(self, invocation: Invocation, complete: Complete) -> None:
+        """Queue one callback for the actor of its node; ``complete`` runs when its batch is
+        answered (on the completion thread), or at once when it cannot be sent."""
+        node = self._nodes.get(invocation.node)
+        if node is None:
+            msg = f"invoke: node {invocation.node} is not hosted on executor `{self.name}`"
+            complete(failed_outcome(invocation, UsageError(msg)))
+            return
+        ray = self._ray
+        if ray is not None:
+            try:
+                put_frames(ray, invocation_packets((invocation,)))
+            except Exception as exc:
+                complete(failed_outcome(invocation, UsageError(f"cannot put a frame in Ray's object store: {exc}"),
+                                        node.outputs))
+                return
+        lanes = node.lanes
+        add = self._completions.add
+        if len(lanes) == 1:
+            add(lanes[0], invocation, complete)
+        elif invocation.phase == PHASE_PROCESS:
+            k = node.replicas.pick()
+            add(lanes[k], invocation, _releasing(node.replicas, k, complete))
+        else:
+            phase = "open" if invocation.phase == PHASE_OPEN else "close"
+            gather = Gather(len(lanes), complete, f"[{node.name}] {phase}")
+            for k, lane in enumerate(lanes):
+                add(lane, invocation, gather.part(k))
+
+    def _send(self, lane: Lane, invocations: list[Invocation]) -> Future[list[Outcome]]:
+        future: Future[list[Outcome]] = lane.actor.run.remote(invocations).future()  # type: ignore[attr-defined]
+        return future
+
+    def _failed(self, lane: Lane, exc: BaseException, calls: list[tuple[Invocation, Complete]]) -> None:
+        """Complete ``calls`` of a batch that failed as a whole: its actor died (or Ray could
+        not run the call); without restarts, nothing more goes to that actor."""
+        node = self._nodes.get(lane.node)
+        name = node.name if node is not None else f"#{lane.node}"
+        outputs = node.outputs if node is not None else 0
+        ray = self._ray
+        died = ray is not None and isinstance(exc, ray.exceptions.RayActorError)
+        where = f" ({lane.where})" if lane.where else ""
+        if died:
+            text = f"the Ray actor of node `{name}`{where}, executor `{self.name}`, died: {_first_line(exc)}"
+            if self.max_restarts:
+                text += f" (Ray restarts it up to {self.max_restarts} time(s); this call is lost)"
+            else:
+                for call in self._completions.close(lane, text):
+                    calls.append(call)
+            error: Exception = BrokenError(text)
+        elif isinstance(exc, BrokenError | UsageError):
+            error = exc
+        else:
+            error = BrokenError(f"node `{name}`{where}, executor `{self.name}`: the Ray call failed: "
+                                f"{_first_line(exc)}")
+        for invocation, complete in calls:
+            complete(failed_outcome(invocation, error, outputs))
+
+    # -- tasks ------------------------------------------------------------------------------------
+
+    def submit(self, fn: Task, arg: object) -> None:
+        """Run ``fn(arg)`` now, on the calling thread: it ends in ``invoke``, which never waits."""
+        self._tasks.submit(fn, arg)
+
+    def submit_background(self, fn: Task, arg: object) -> None:
+        """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
+        self._tasks.submit_background(fn, arg)
+
+    def backlog(self) -> Sized | None:
+        """None: no caller-thread loop."""
+        return None
+
+    def inbox(self) -> Inbox | None:
+        """None: the dispatcher runs the tasks."""
+        return None
+
+    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
+        """Ignored: no host thread has to run its work."""
+
+    def stats(self) -> TaskStats:
+        """Calls waiting to be sent (``queued``, with tasks for the dispatcher) and sent (``running``)."""
+        queued, running = self._tasks.queued, 0
+        lanes = [lane for node in list(self._nodes.values()) for lane in node.lanes]
+        for lane in lanes:
+            waiting, flying = self._completions.waiting(lane)
+            queued += waiting
+            running += flying
+        return TaskStats(self.kind, self.threads, queued, running, len(lanes) * MAX_BATCHES_IN_FLIGHT)
+
+    @property
+    def actors(self) -> dict[str, list[object]]:
+        """The actor handles of each hosted node, by node name (replica order)."""
+        return {node.name: [lane.actor for lane in node.lanes] for node in self._nodes.values()}
+
+    def start(self) -> None:
+        """Start the dispatcher thread (idempotent; Ray is reached in ``host``)."""
+        self._tasks.dispatcher.start()
+
+    def shutdown(self) -> None:
+        """Kill the graph's actors; leave a cluster running, shut down a local instance flowplex
+        started (when no other Ray executor of this process uses it). Idempotent.
+
+        Frames the host still holds and has not read are copied here first: the objects their
+        actors own go with them.
+        """
+        self._tasks.dispatcher.shutdown()
+        self._completions.stop()
+        nodes, self._nodes = self._nodes, {}
+        ray, self._ray = self._ray, None
+        if ray is None:
+            return
+        keep_live_frames()
+        for node in nodes.values():
+            self._kill(node)
+        disconnect()
+
+    def _kill(self, node: _Node) -> None:
+        ray = ray_module(self.name)
+        for lane in node.lanes:
+            self._completions.close(lane, f"executor `{self.name}` is shut down")
+            try:
+                ray.kill(lane.actor, no_restart=True)
+            except Exception as exc:  # gone already
+                log.debug("ray.actor.kill.failed node=%r error=%r", node.name, exc)
+
+
+def _replicas(spec: NodeSpec) -> int:
+    """Actors of a node: one per invocation it may run at once (a source: one)."""
+    return 1 if spec.is_source else max(1, spec.max_in_flight)
+
+
+def _check_number(name: str, what: str, value: object) -> None:
+    if not isinstance(value, int | float) or isinstance(value, bool) or not math.isfinite(value) or value < 0:
+        msg = f"RayExecutor `{name}`: {what} must be a number >= 0, got {value!r}"
+        raise UsageError(msg)
+
+
+def _first_line(exc: BaseException) -> str:
+    """Ray's errors carry long tracebacks: the type and the first lines that say what happened."""
+    text = str(exc).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return f"{type(exc).__name__}: {' '.join(lines[:3])[:500]}" if lines else type(exc).__name__
+
+
+def _releasing(replicas: Replicas, k: int, complete: Complete) -> Complete:
+    def done(outcome: Outcome) -> None:
+        replicas.done(k)
+        complete(outcome)
+
+    return done
+
+
