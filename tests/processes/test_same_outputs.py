@@ -93,6 +93,14 @@ class NodeDesc:
                 f"max_in_flight: {self.max_in_flight}{policy} }}")
 
 
+PLACE_HEADS = {
+    "processes": "executors: [{ name: pool, type: ProcessPoolExecutor, num_processes: 2 }]\ndefault_executor: pool\n",
+}
+"""The executors section that places every node on ``place`` (none: the default slot)."""
+EXECUTOR_OF = {"processes": "pool"}
+DEFAULT_SLOT = {"threads": "threads", "ray": "ray"}
+"""The ``flowplex.testing`` kind of the default slot per place (inline for the others)."""
+
 Send = tuple[str, int, object]
 """(graph input, ts, value) of one send."""
 
@@ -109,8 +117,7 @@ class Scenario:
         return [port for n in self.nodes for port in n.outputs]
 
     def yaml(self, place: str) -> str:
-        head = ("executors: [{ name: pool, type: ProcessPoolExecutor, num_processes: 2 }]\ndefault_executor: pool\n"
-                if place == "processes" else "")
+        head = PLACE_HEADS.get(place, "")
         return (f"{head}nodes:\n" + "\n".join(n.yaml() for n in self.nodes)
                 + f"\ninput_ports: [{', '.join(self.inputs)}]\noutput_ports: [{', '.join(self.outputs)}]\n")
 
@@ -175,7 +182,7 @@ def observed(p: flowplex.Packet) -> object:
 def run(scenario: Scenario, place: str) -> dict[str, list[tuple[int, object]]]:
     """Run the scenario with its nodes on ``place``; every output port's (ts, value) in order."""
     text = scenario.yaml(place)
-    with default_executor("threads" if place == "threads" else "inline"):
+    with default_executor(DEFAULT_SLOT.get(place, "inline")):
         g = flowplex.Graph.from_yaml(text)
     with g:
         pollers = {port: g.add_poller(port) for port in scenario.outputs}
@@ -185,7 +192,7 @@ def run(scenario: Scenario, place: str) -> dict[str, list[tuple[int, object]]]:
         g.close_all_inputs()
         g.wait_done(timeout=WAIT_S)
         kinds = {s.name: s.kind for s in g.stats().executors}
-        assert kinds.get("pool" if place == "processes" else "default") == place
+        assert kinds.get(EXECUTOR_OF.get(place, "default")) == place
         return {port: [(p.timestamp, observed(p)) for p in poller] for port, poller in pollers.items()}
 
 

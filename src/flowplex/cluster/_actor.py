@@ -60,9 +60,18 @@ class NodeActor:
         if self.restarted and not self._reply.failures:
             self._reopen()
 
-    def hosted(self) -> tuple[HostReply, int, str]:
-        """What hosting did, this worker's pid and its node's IP address (``RayExecutor.host``)."""
-        return self._reply, os.getpid(), self._ray.util.get_node_ip_address()
+    def hosted(self) -> tuple[HostReply, int, str, str]:
+        """What hosting did, this worker's pid, its machine's IP address and its Ray node id."""
+        ray = self._ray
+        return self._reply, os.getpid(), ray.util.get_node_ip_address(), ray.get_runtime_context().get_node_id()
+
+    def adopt(self, request: bytes) -> tuple[HostReply, int, str, str]:
+        """Forget every node of the graph this idle actor served, host the request's (a warm
+        executor's new graph); answers as ``hosted``."""
+        self._hosting.forget()
+        self._broken = {}
+        self._reply = self._hosting.host(pickle.loads(request))
+        return self.hosted()
 
     def host(self, request: bytes) -> HostReply:
         """Host the request's nodes again (a later ``Graph.start``: same recipes keep their

@@ -9,11 +9,14 @@ called by the program, or a cluster reached by address) is left running.
 
 from __future__ import annotations
 
+import concurrent.futures
 import importlib.util
 import logging
 import os
+import queue
 import socket
 import threading
+from collections.abc import Callable
 from types import ModuleType
 from typing import Final
 
@@ -100,24 +103,15 @@ def connect(executor: str, address: str | None, num_cpus: float) -> ModuleType:
                                      "logging_level": logging.WARNING, "configure_logging": False}
         if not address:
             kwargs["num_cpus"] = max(float(os.cpu_count() or 1), num_cpus)
-        failure: list[BaseException] = []
-
-        def init() -> None:
-            try:
-                ray.init(**kwargs)
-            except BaseException as exc:
-                failure.append(exc)
-
-        thread = threading.Thread(target=init, name="flowplex-ray-connect", daemon=True)
-        thread.start()
-        thread.join(CONNECT_TIMEOUT_S)
         where = f"at `{address}`" if address else "(a new local instance)"
-        if thread.is_alive():
+        future = _ray_thread().run(lambda: ray.init(**kwargs))
+        try:
+            future.result(CONNECT_TIMEOUT_S)
+        except concurrent.futures.TimeoutError:
             msg = (f"executor `{executor}`: Ray {where} did not answer within {CONNECT_TIMEOUT_S:.0f} s; "
                    "check the address and that the cluster is up (`ray status`)")
-            raise BrokenError(msg)
-        if failure:
-            exc = failure[0]
+            raise BrokenError(msg) from None
+        except Exception as exc:
             msg = f"executor `{executor}`: cannot connect to Ray {where}: {type(exc).__name__}: {exc}"
             raise BrokenError(msg) from None
         _started_here = not address
@@ -136,7 +130,44 @@ def disconnect() -> None:
         _started_here = False
         import ray
 
-        ray.shutdown()
+        _ray_thread().run(ray.shutdown).result()
+
+
+class _RayThread:
+    """The one thread that starts and stops Ray in this process, alive as long as the process.
+
+    Ray's local processes (its GCS, raylet, object store) are told to exit when the *thread*
+    that started them ends (the parent-death signal follows the thread), so starting Ray on a
+    short-lived thread, or on a caller's, would kill the instance with that thread.
+    """
+
+    def __init__(self) -> None:
+        self._calls: queue.SimpleQueue[tuple[Callable[[], object], concurrent.futures.Future[object]]] = (
+            queue.SimpleQueue())
+        threading.Thread(target=self._serve, name="flowplex-ray", daemon=True).start()
+
+    def run(self, fn: Callable[[], object]) -> concurrent.futures.Future[object]:
+        future: concurrent.futures.Future[object] = concurrent.futures.Future()
+        self._calls.put((fn, future))
+        return future
+
+    def _serve(self) -> None:
+        while True:
+            fn, future = self._calls.get()
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+
+_thread: _RayThread | None = None
+
+
+def _ray_thread() -> _RayThread:
+    global _thread
+    if _thread is None:
+        _thread = _RayThread()
+    return _thread
 
 
 def _probe(executor: str, address: str) -> None:

@@ -13,6 +13,7 @@ import logging
 import math
 import os
 import sys
+import threading
 from collections.abc import Callable, Sized
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, final
@@ -46,6 +47,9 @@ DEFAULT_MAX_BATCH: Final = 256
 DEFAULT_MAX_BATCH_DELAY_MS: Final = 2.0
 HOST_TIMEOUT_S: Final = 60.0
 """How long ``host`` waits for Ray to place every actor and for them to build their kernels."""
+_IDLE: Final[dict[tuple[object, ...], list[object]]] = {}
+"""Idle actors of shut-down executors made with ``warm=True``, by Ray job and actor options."""
+_IDLE_LOCK: Final = threading.Lock()
 
 
 @final
@@ -86,7 +90,8 @@ class RayExecutor:
 
     def __init__(self, name: str, address: str | None = None, *, num_cpus: float = 1.0, num_gpus: float = 0.0,
                  memory: int = 0, resources: dict[str, float] | None = None, max_batch: int = DEFAULT_MAX_BATCH,
-                 max_batch_delay_ms: float = DEFAULT_MAX_BATCH_DELAY_MS, max_restarts: int = 0) -> None:
+                 max_batch_delay_ms: float = DEFAULT_MAX_BATCH_DELAY_MS, max_restarts: int = 0,
+                 warm: bool = False) -> None:
         """Describe the executor; nothing connects to Ray before ``host`` (``Graph.start``).
 
         Args:
@@ -104,6 +109,11 @@ class RayExecutor:
             max_batch_delay_ms: How long a call waits for others to fill a batch while its
                 actor is busy.
             max_restarts: How many times Ray restarts a dead actor (0: never).
+            warm: At ``shutdown``, actors stay alive for the next executor made with
+                ``warm=True`` and the same requests in this process (which hosts its own nodes
+                on them), instead of being killed: for test sessions that build many graphs
+                (``flowplex.testing``). Not with ``max_restarts`` (a restarted actor would host
+                its first graph again).
 
         Raises:
             UsageError: A value out of range.
@@ -124,6 +134,9 @@ class RayExecutor:
                 msg = f"RayExecutor `{name}`: resource names must be non-empty strings, got {key!r}"
                 raise UsageError(msg)
             _check_number(name, f"resources.{key}", amount)
+        if warm and max_restarts:
+            msg = f"RayExecutor `{name}`: warm=True cannot be combined with max_restarts"
+            raise UsageError(msg)
         if address is not None and (not isinstance(address, str) or not address.strip()):
             msg = f"RayExecutor `{name}`: address must be a non-empty string or None, got {address!r}"
             raise UsageError(msg)
@@ -136,6 +149,7 @@ class RayExecutor:
         self.max_batch = max_batch
         self.max_batch_delay_ms = float(max_batch_delay_ms)
         self.max_restarts = max_restarts
+        self._warm = warm
         self._tasks = CallerTasks(name)
         self._ray: ModuleType | None = None
         self._actor_class: object = None
@@ -183,9 +197,18 @@ class RayExecutor:
                 continue
             if node is not None:
                 self._kill(node)
-            lanes = [Lane(self._new_actor(ray, frame), recipe.index, k) for k in range(_replicas(recipe.spec))]
+            lanes: list[Lane] = []
             node = self._nodes[recipe.index] = _Node(recipe, lanes)
-            waits.extend((node, k, lane.actor.hosted.remote()) for k, lane in enumerate(lanes))  # type: ignore[attr-defined]
+            for k in range(_replicas(recipe.spec)):
+                actor = self._idle_actor(ray)
+                if actor is not None:
+                    answer = actor.adopt.remote(frame)  # type: ignore[attr-defined]
+                else:
+                    actor = self._new_actor(ray, frame)
+                    answer = actor.hosted.remote()  # type: ignore[attr-defined]
+                lanes.append(Lane(actor, recipe.index, k))
+                waits.append((node, k, answer))
+            node.replicas = Replicas(tuple(range(len(lanes))))
         self._await_hosting(ray, waits)
         self._completions.start()
 
@@ -198,6 +221,18 @@ class RayExecutor:
 
             self._actor_class = ray.remote(NodeActor)
         return ray
+
+    def _warm_key(self, ray: ModuleType) -> tuple[object, ...]:
+        return (ray.get_runtime_context().get_job_id(), self.num_cpus, self.num_gpus, self.memory,
+                tuple(sorted(self.resources.items())))
+
+    def _idle_actor(self, ray: ModuleType) -> object | None:
+        """An idle actor a warm executor left with the same requests, in this Ray job; or None."""
+        if not self._warm:
+            return None
+        with _IDLE_LOCK:
+            idle = _IDLE.get(self._warm_key(ray))
+            return idle.pop() if idle else None
 
     def _new_actor(self, ray: ModuleType, frame: bytes) -> object:
         options: dict[str, object] = {"num_cpus": self.num_cpus, "max_restarts": self.max_restarts,
@@ -249,7 +284,9 @@ class RayExecutor:
                 raise BrokenError(msg) from None
             reply: HostReply = answer[0] if isinstance(answer, tuple) else answer
             if isinstance(answer, tuple):
-                node.lanes[k].where = f"pid {answer[1]} on {answer[2]}"
+                lane = node.lanes[k]
+                lane.placed = (answer[1], answer[2], answer[3])
+                lane.where = f"pid {answer[1]} on {answer[2]}"
             for kind, value, text in reply.lost_imports:
                 log.warning("ray.actor.import.failed executor=%r node=%r %s=%r: %s", self.name, node.name, kind,
                             value, text)
@@ -303,19 +340,18 @@ class RayExecutor:
         where = f" ({lane.where})" if lane.where else ""
         if died:
             text = f"the Ray actor of node `{name}`{where}, executor `{self.name}`, died: {_first_line(exc)}"
+            lane.dead = True
             if self.max_restarts:
                 text += f" (Ray restarts it up to {self.max_restarts} time(s); this call is lost)"
             else:
-                for call in self._completions.close(lane, text):
-                    calls.append(call)
-            error: Exception = BrokenError(text)
+                calls.extend(self._completions.close(lane, text))
         elif isinstance(exc, BrokenError | UsageError):
-            error = exc
+            text = str(exc)
         else:
-            error = BrokenError(f"node `{name}`{where}, executor `{self.name}`: the Ray call failed: "
-                                f"{_first_line(exc)}")
+            text = f"node `{name}`{where}, executor `{self.name}`: the Ray call failed: {_first_line(exc)}"
+        kind = UsageError if isinstance(exc, UsageError) else BrokenError
         for invocation, complete in calls:
-            complete(failed_outcome(invocation, error, outputs))
+            complete(failed_outcome(invocation, kind(text), outputs))  # one each: the engine adds notes
 
     # -- tasks ------------------------------------------------------------------------------------
 
@@ -353,6 +389,16 @@ class RayExecutor:
         """The actor handles of each hosted node, by node name (replica order)."""
         return {node.name: [lane.actor for lane in node.lanes] for node in self._nodes.values()}
 
+    @property
+    def placement(self) -> dict[str, list[tuple[int, str, str]]]:
+        """Where each hosted node's actors run: ``(pid, IP address, Ray node id)`` per replica."""
+        return {node.name: [lane.placed for lane in node.lanes] for node in self._nodes.values()}
+
+    @property
+    def batches(self) -> int:
+        """Actor calls sent so far; each carried a batch of invocations (diagnostics, tests)."""
+        return self._completions.batches
+
     def start(self) -> None:
         """Start the dispatcher thread (idempotent; Ray is reached in ``host``)."""
         self._tasks.dispatcher.start()
@@ -370,6 +416,18 @@ class RayExecutor:
         ray, self._ray = self._ray, None
         if ray is None:
             return
+        if self._warm:  # their actors stay, and so do the frames they own
+            key = self._warm_key(ray)
+            for node in nodes.values():
+                for lane in node.lanes:
+                    self._completions.close(lane, f"executor `{self.name}` is shut down")
+                    if not lane.dead:
+                        with _IDLE_LOCK:
+                            _IDLE.setdefault(key, []).append(lane.actor)
+                    else:
+                        self._kill_lane(ray, node, lane)
+            disconnect()
+            return
         keep_live_frames()
         for node in nodes.values():
             self._kill(node)
@@ -379,10 +437,14 @@ class RayExecutor:
         ray = ray_module(self.name)
         for lane in node.lanes:
             self._completions.close(lane, f"executor `{self.name}` is shut down")
-            try:
-                ray.kill(lane.actor, no_restart=True)
-            except Exception as exc:  # gone already
-                log.debug("ray.actor.kill.failed node=%r error=%r", node.name, exc)
+            self._kill_lane(ray, node, lane)
+
+    @staticmethod
+    def _kill_lane(ray: ModuleType, node: _Node, lane: Lane) -> None:
+        try:
+            ray.kill(lane.actor, no_restart=True)
+        except Exception as exc:  # gone already
+            log.debug("ray.actor.kill.failed node=%r error=%r", node.name, exc)
 
 
 def _replicas(spec: NodeSpec) -> int:

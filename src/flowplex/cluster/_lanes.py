@@ -19,6 +19,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
+from ..errors import BrokenError
+
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
@@ -39,7 +41,8 @@ Fail = Callable[["Lane", BaseException, list[tuple["Invocation", "Complete"]]], 
 class Lane:
     """The calls of one actor: waiting ones, and the batches in flight (oldest first)."""
 
-    __slots__ = ("actor", "closed", "deadline", "flying", "lock", "node", "pending", "replica", "unsent", "where")
+    __slots__ = ("actor", "closed", "dead", "deadline", "flying", "lock", "node", "pending", "placed", "replica",
+                 "unsent", "where")
 
     def __init__(self, actor: object, node: int, replica: int) -> None:
         self.actor = actor
@@ -47,6 +50,8 @@ class Lane:
         self.replica = replica
         self.where = ""
         """``pid P on IP``, once the actor answered its hosting call."""
+        self.placed: tuple[int, str, str] = (0, "", "")
+        """``(pid, IP address, Ray node id)`` of the actor's worker process, once it answered."""
         self.lock = threading.Lock()
         self.pending: list[tuple[Invocation, Complete]] = []
         self.flying: deque[tuple[Future[list[Outcome]], list[tuple[Invocation, Complete]]]] = deque()
@@ -54,6 +59,8 @@ class Lane:
         """When the oldest pending call must be sent (0: no delay armed)."""
         self.closed = ""
         """Why no call may be sent any more ("" while it may)."""
+        self.dead = False
+        """Its actor died once (Ray may have restarted it)."""
         self.unsent: list[tuple[BaseException, list[tuple[Invocation, Complete]]]] = []
         """Batches whose sending failed, to fail on the completion thread (never under the lock)."""
 
@@ -71,6 +78,8 @@ class Completions:
         self._timers: list[tuple[float, int, Lane]] = []
         self._timers_lock = threading.Lock()
         self._count = 0
+        self.batches = 0
+        """Actor calls sent so far (each one batch of invocations)."""
         self._thread = threading.Thread(target=self._run, name=f"flowplex-{name}-completions", daemon=True)
         self._started = False
 
@@ -94,7 +103,7 @@ class Completions:
                 self._maybe_send(lane)
                 return
             why = lane.closed
-        self._fail(lane, _Closed(why), [(invocation, complete)])
+        self._fail(lane, BrokenError(why), [(invocation, complete)])
 
     def _maybe_send(self, lane: Lane, *, due: bool = False) -> None:
         """Under ``lane.lock``: send the next batch when the actor is idle, a batch is full or
@@ -123,6 +132,7 @@ class Completions:
             self._done.put(lane)
             return
         lane.flying.append((future, calls))
+        self.batches += 1
         future.add_done_callback(lambda _: self._done.put(lane))
 
     def close(self, lane: Lane, why: str) -> list[tuple[Invocation, Complete]]:
@@ -187,7 +197,3 @@ class Completions:
                 continue
             for (_, complete), outcome in zip(calls, outcomes, strict=True):
                 complete(outcome)
-
-
-class _Closed(Exception):
-    """A call on a lane that sends nothing more; its text says why."""

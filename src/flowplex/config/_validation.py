@@ -36,6 +36,10 @@ _REMOVED: Final[dict[tuple[type[BaseModel], str], str]] = {
 _BYTES_HINT: Final = "byte capacities are not supported; use `packets`"
 
 
+
+_FLOAT_FIELDS = frozenset({"num_cpus", "num_gpus", "max_batch_delay_ms"})
+"""Fields that take any number (a Ray executor's requests), not only integers."""
+
 def describe_value(value: object) -> str:
     """How a YAML value is named in messages: ``integer `5```, ``a list``..."""
     if value is None:
@@ -211,7 +215,8 @@ def _problem(error: ErrorDetails, where: _Located) -> str:
         return f"expected a non-empty string, got {got}"
     if kind == "greater_than_equal":
         if ctx.get("ge") == 0:
-            return f"expected a non-negative integer, got {got}"
+            noun = "number" if isinstance(value, float) or where.field in _FLOAT_FIELDS else "integer"
+            return f"expected a non-negative {noun}, got {got}"
         return f"must be >= {ctx.get('ge')}, got {value}"
     if kind == "less_than_equal":
         return f"must be <= {ctx.get('le')}, got {value}"

@@ -2,9 +2,10 @@
 
 ``default_executor(kind)`` places the default slot of every graph built inside the ``with``
 block on another executor (``"inline"``, ``"threads"``, ``"delegating"``, ``"loopback"`` or
-``"processes"``, a ``ProcessPoolExecutor`` of 2 workers; or a factory), so one suite checks that
-every executor gives the same results. On ``"processes"`` the workers import kernels by
-reference (no kernel defined inside a test); they stay warm between graphs (``warm=True``).
+``"processes"``, a ``ProcessPoolExecutor`` of 2 workers; ``"ray"``, a ``RayExecutor``; or a
+factory), so one suite checks that every executor gives the same results. On ``"processes"``
+and ``"ray"`` kernels run in other processes, which import them by reference (no kernel
+defined inside a test); they stay warm between graphs (``warm=True``).
 """
 
 from __future__ import annotations
@@ -18,10 +19,14 @@ from ..executors._placement import ExecutorFactory, _default_factory
 from ..processes import ProcessPoolExecutor
 from ._loopback import LoopbackExecutor as LoopbackExecutor
 
-__all__ = ["EXECUTOR_KINDS", "LoopbackExecutor", "default_executor"]
+__all__ = ["EXECUTOR_KINDS", "EXTRA_KINDS", "LoopbackExecutor", "default_executor"]
 
 EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback", "processes")
 """The kinds engine suites run on, each a name ``default_executor`` accepts."""
+EXTRA_KINDS = ("ray",)
+"""Kinds ``default_executor`` accepts besides those: ``"ray"``, a ``RayExecutor`` on the Ray
+instance this process uses (or a new local one), its actors kept warm between graphs; it needs
+``pip install 'flowplex[ray]'``."""
 
 
 def _factory(kind: str) -> ExecutorFactory:
@@ -35,7 +40,12 @@ def _factory(kind: str) -> ExecutorFactory:
         return LoopbackExecutor
     if kind == "processes":
         return lambda name: ProcessPoolExecutor(name, 2, warm=True)
-    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {', '.join(EXECUTOR_KINDS)}"
+    if kind == "ray":
+        from ..cluster import RayExecutor
+
+        return lambda name: RayExecutor(name, num_cpus=0.1, max_batch=8, warm=True)
+    kinds = ", ".join((*EXECUTOR_KINDS, *EXTRA_KINDS))
+    msg = f"default_executor: unknown executor kind {kind!r}; expected one of {kinds}"
     raise UsageError(msg)
 
 
