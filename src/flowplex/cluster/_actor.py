@@ -25,7 +25,7 @@ from ..kernels._context import PHASE_OPEN
 from ..kernels._host import failed_outcome
 from ..processes._hosting import NodeHosting
 from ..processes._wire import HostReply, recipe_from_wire
-from ._frames import fetch_inputs, outcome_packets, put_frames
+from ._frames import decode, encode, outcome_packets, put_frames
 
 if TYPE_CHECKING:
     from ..executors._invocation import NodeRecipe, Outcome
@@ -79,10 +79,12 @@ class NodeActor:
         self._reply = self._hosting.host(pickle.loads(request))
         return self._reply
 
-    def run(self, batch: list[Invocation]) -> list[Outcome]:
-        """Run ``batch`` in order; one outcome per invocation, in the same order."""
+    def run(self, data: bytes, refs: list[object]) -> tuple[bytes, list[object]]:
+        """Run a batch in order (``_frames.encode`` of its invocations); its outcomes, in the
+        same order, encoded the same way."""
         ray = self._ray
-        fetch_inputs(ray, batch)
+        batch: list[Invocation] = decode(data, refs, ray.get(refs) if refs else None)
+        del data
         hosting = self._hosting
         broken = self._broken
         outcomes: list[Outcome] = []
@@ -99,8 +101,8 @@ class NodeActor:
         put_frames(ray, outcome_packets(outcomes))
         for outcome in outcomes:
             if outcome.exception is not None:
-                _keep_if_picklable(ray, outcome)
-        return outcomes
+                _keep_if_picklable(outcome)
+        return encode(outcomes)
 
     def _reopen(self) -> None:
         """Run ``open`` of every hosted node again (this actor was restarted); output dropped."""
@@ -112,9 +114,9 @@ class NodeActor:
                                        f"(executor `{self._executor}`) after a restart: {outcome.error}")
 
 
-def _keep_if_picklable(ray: object, outcome: Outcome) -> None:
+def _keep_if_picklable(outcome: Outcome) -> None:
     """Drop the outcome's exception object when it does not pickle (its text still tells)."""
     try:
-        ray.cloudpickle.dumps(outcome.exception)  # type: ignore[attr-defined]
+        pickle.loads(pickle.dumps(outcome.exception, pickle.HIGHEST_PROTOCOL))
     except Exception:
         outcome.exception = None

@@ -25,10 +25,11 @@ from ..executors._invocation import Outcome
 from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
 from ..kernels._host import failed_outcome
 from ..kernels._loading import imports_so_far
+from ..packets._buffers import _Buffer
 from ..processes._replicas import Gather, Replicas
 from ..processes._wire import HostRequest, wire_recipe
 from ._connect import connect, disconnect, ray_module
-from ._frames import invocation_packets, keep_live_frames, put_frames
+from ._frames import encode, invocation_packets, keep_live_frames, put_frames
 from ._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 
     from ..executors._invocation import Complete, Invocation, NodeRecipe
     from ..executors._protocol import Inbox, Task
+    from ..packets import Packet
     from ..processes._wire import HostReply
     from ..spec._specs import NodeSpec
 
@@ -305,7 +307,7 @@ class RayExecutor:
             complete(failed_outcome(invocation, UsageError(msg)))
             return
         ray = self._ray
-        if ray is not None:
+        if ray is not None and (invocation.batch is not None or _any_buffer(invocation.inputs)):
             try:
                 put_frames(ray, invocation_packets((invocation,)))
             except Exception as exc:
@@ -325,8 +327,9 @@ class RayExecutor:
             for k, lane in enumerate(lanes):
                 add(lane, invocation, gather.part(k))
 
-    def _send(self, lane: Lane, invocations: list[Invocation]) -> Future[list[Outcome]]:
-        future: Future[list[Outcome]] = lane.actor.run.remote(invocations).future()  # type: ignore[attr-defined]
+    def _send(self, lane: Lane, invocations: list[Invocation]) -> Future[tuple[bytes, list[object]]]:
+        data, refs = encode(invocations)
+        future: Future[tuple[bytes, list[object]]] = lane.actor.run.remote(data, refs).future()  # type: ignore[attr-defined]
         return future
 
     def _failed(self, lane: Lane, exc: BaseException, calls: list[tuple[Invocation, Complete]]) -> None:
@@ -445,6 +448,14 @@ class RayExecutor:
             ray.kill(lane.actor, no_restart=True)
         except Exception as exc:  # gone already
             log.debug("ray.actor.kill.failed node=%r error=%r", node.name, exc)
+
+
+def _any_buffer(packets: list[Packet | None]) -> bool:
+    """Whether a buffer is among ``packets`` (a loop: cheaper than ``any`` on a generator, per call)."""
+    for p in packets:  # noqa: SIM110
+        if p is not None and type(p._value) is _Buffer:
+            return True
+    return False
 
 
 def _replicas(spec: NodeSpec) -> int:

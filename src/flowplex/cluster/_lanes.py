@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
 from ..errors import BrokenError
+from ._frames import decode
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
@@ -31,8 +32,8 @@ __all__ = ["MAX_BATCHES_IN_FLIGHT", "Completions", "Lane"]
 MAX_BATCHES_IN_FLIGHT: Final = 2
 """Batches sent to one actor and not answered yet: one running, one waiting behind it."""
 
-Send = Callable[["Lane", list["Invocation"]], "Future[list[Outcome]]"]
-"""``send(lane, invocations) -> future of their outcomes`` (the executor's Ray call)."""
+Send = Callable[["Lane", list["Invocation"]], "Future[tuple[bytes, list[object]]]"]
+"""``send(lane, invocations) -> future of their encoded outcomes`` (the executor's Ray call)."""
 Fail = Callable[["Lane", BaseException, list[tuple["Invocation", "Complete"]]], None]
 """``fail(lane, error, calls)``: complete ``calls`` with the failure of their batch."""
 
@@ -54,7 +55,7 @@ class Lane:
         """``(pid, IP address, Ray node id)`` of the actor's worker process, once it answered."""
         self.lock = threading.Lock()
         self.pending: list[tuple[Invocation, Complete]] = []
-        self.flying: deque[tuple[Future[list[Outcome]], list[tuple[Invocation, Complete]]]] = deque()
+        self.flying: deque[tuple[Future[tuple[bytes, list[object]]], list[tuple[Invocation, Complete]]]] = deque()
         self.deadline = 0.0
         """When the oldest pending call must be sent (0: no delay armed)."""
         self.closed = ""
@@ -191,7 +192,7 @@ class Completions:
                 if not lane.closed:
                     self._maybe_send(lane)
             try:
-                outcomes = future.result()
+                outcomes: list[Outcome] = decode(*future.result())
             except BaseException as exc:
                 self._fail(lane, exc, calls)
                 continue
