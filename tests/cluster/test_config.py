@@ -14,6 +14,8 @@ import flowplex
 from flowplex.cluster import RayExecutor
 from flowplex.errors import ConfigError
 
+from .conftest import need_ray
+
 ROOT = Path(__file__).resolve().parents[2]
 
 ONE = """
@@ -128,7 +130,7 @@ def cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedPr
 
 
 def test_info_says_whether_ray_is_installed_and_which_cluster_it_would_use() -> None:
-    pytest.importorskip("ray", reason="Ray is not installed: pip install 'flowplex[ray]'")
+    need_ray()
     result = cli("info")
     assert result.returncode == 0, result.stderr
     assert "ray: " in result.stdout and "installed; RayExecutor uses a new local Ray instance" in result.stdout
@@ -137,7 +139,7 @@ def test_info_says_whether_ray_is_installed_and_which_cluster_it_would_use() -> 
 
 
 def test_run_with_an_address_nobody_listens_on_fails_at_start_naming_it(tmp_path: Path) -> None:
-    pytest.importorskip("ray", reason="Ray is not installed: pip install 'flowplex[ray]'")
+    need_ray()
     graph = tmp_path / "g.yaml"
     graph.write_text("""
 executors: [{ name: c, type: RayExecutor }]
@@ -152,7 +154,7 @@ nodes:
 
 
 def test_run_on_a_local_instance_prints_the_results_and_shuts_it_down(tmp_path: Path) -> None:
-    pytest.importorskip("ray", reason="Ray is not installed: pip install 'flowplex[ray]'")
+    need_ray()
     graph = tmp_path / "g.yaml"
     graph.write_text("""
 executors: [{ name: c, type: RayExecutor, num_cpus: 0.5 }]
@@ -165,3 +167,23 @@ nodes:
     result = cli("run", str(graph), "-o", str(out))
     assert result.returncode == 0, result.stderr
     assert [json.loads(line)["value"] for line in out.read_text().splitlines()] == [0, 5, 10, 15]
+
+
+def test_a_local_instance_flowplex_started_is_shut_down_at_close() -> None:
+    need_ray()
+    graph = ONE % ("{ name: c, type: RayExecutor, num_cpus: 0.5 }", "c", "")
+    result = python(f"""
+import os, ray, flowplex
+g = flowplex.Graph.from_yaml({graph!r})
+out = g.add_poller("y")
+g.start()
+running = ray.is_initialized()
+g.send("x", 41, ts=0)
+g.close_all_inputs()
+got = [p.payload for p in out]
+g.wait_done(timeout=60)
+g.close()
+print(running, got, ray.is_initialized())
+""")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split("\n")[-2] == "True [41] False"

@@ -339,9 +339,14 @@ class RayExecutor:
         name = node.name if node is not None else f"#{lane.node}"
         outputs = node.outputs if node is not None else 0
         ray = self._ray
-        died = ray is not None and isinstance(exc, ray.exceptions.RayActorError)
+        errors = ray.exceptions if ray is not None else None
         where = f" ({lane.where})" if lane.where else ""
-        if died:
+        if errors is not None and isinstance(exc, errors.ActorUnavailableError):
+            # Unreachable for now (a network hiccup, or its machine going away): these calls are
+            # lost, later ones go on; if it is dead, Ray says so with ActorDiedError next.
+            text = (f"the Ray actor of node `{name}`{where}, executor `{self.name}`, is unreachable: "
+                    f"{_first_line(exc)} (this call is lost)")
+        elif errors is not None and isinstance(exc, errors.RayActorError):
             text = f"the Ray actor of node `{name}`{where}, executor `{self.name}`, died: {_first_line(exc)}"
             lane.dead = True
             if self.max_restarts:
