@@ -137,6 +137,7 @@ def test_flowplex_info_reports_what_loads() -> None:
 
     lines = info({"FLOWPLEX_PURE_PYTHON": "1"})
     assert lines[0].startswith("flowplex 0.")
-    assert lines[1:] == ["scheduler: source: FLOWPLEX_PURE_PYTHON is set", "ring transport: source (pure Python)"]
+    assert lines[1:3] == ["scheduler: source: FLOWPLEX_PURE_PYTHON is set", "ring transport: source (pure Python)"]
+    assert lines[3].startswith("ray: ") and len(lines) == 4  # the Ray line: tests/cluster/test_config.py
     expected = "scheduler: compiled" if COMPILED_HERE else "scheduler: source: not compiled in this install"
     assert info({"FLOWPLEX_PURE_PYTHON": "0"})[1] == expected

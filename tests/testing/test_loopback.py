@@ -99,7 +99,7 @@ def test_default_executor_places_a_loopback_in_the_default_slot() -> None:
     assert isinstance(ex, LoopbackExecutor)
     assert ex.name == "default"
     assert not isinstance(placed_executor("default"), LoopbackExecutor)
-    with pytest.raises(UsageError, match=r"expected one of inline, threads, delegating, loopback, processes$"), \
+    with pytest.raises(UsageError, match=r"expected one of inline, threads, delegating, loopback, processes, ray$"), \
             default_executor("loop"):
         pass
 
