@@ -297,3 +297,68 @@ nodes:
         g.close()
     assert first == [1001, 2002]
     assert second == [3001, 4002]  # the same instance: its state kept, as on the other executors
+
+
+SEMANTICS = {
+    "a back edge (a running sum through a feedback register)": ("""
+input_ports: [x]
+output_ports: [y, z]
+nodes:
+  - { name: acc, kernel: FeedbackAddKernel, executor: cluster, input_ports: [x, y], output_ports: [y], back_edges: [y] }
+  - { name: dbl, kernel: ScaleKernel, executor: cluster, options: { factor: 2 }, input_ports: [y], output_ports: [z] }
+""", [1, 5, -2, 7, 0, 3]),
+    "a sync join of a stream and its filtered self (bounds fill the gaps)": ("""
+input_ports: [x]
+output_ports: [j, t]
+nodes:
+  - { name: f, kernel: FilterKernel, executor: cluster, options: { threshold: 2 }, input_ports: [x],
+      output_ports: [h] }
+  - { name: j, kernel: ZipKernel, executor: cluster, input_ports: [x, h], output_ports: [j] }
+  - { name: t, kernel: SumKernel, executor: cluster, input_ports: [j], output_ports: [t] }
+""", [3, 1, 4, 1, 5, 9, 2, 6]),
+    "a batch policy": ("""
+input_ports: [x]
+output_ports: [b]
+nodes:
+  - { name: b, kernel: BatchSumKernel, executor: cluster, input_policy: { type: batch, capacity: 3 },
+      input_ports: [x], output_ports: [b] }
+""", list(range(10))),
+}
+
+
+@pytest.mark.parametrize("case", list(SEMANTICS))
+def test_engine_semantics_hold_across_the_seam(on_ray: Any, case: str) -> None:
+    body, values = SEMANTICS[case]
+    inline_graph = flowplex.Graph.from_yaml(body.replace("executor: cluster, ", ""))
+    outputs = inline_graph.plan.graph_outputs
+    polled = {port: inline_graph.add_poller(port) for port in outputs[1:]}
+    inline = {outputs[0]: values_of(run(inline_graph, values))}
+    inline.update({port: values_of(list(p)) for port, p in polled.items()})
+    g = flowplex.Graph.from_yaml(ray_yaml(body, ", max_batch: 4"))
+    try:
+        polled = {port: g.add_poller(port) for port in outputs[1:]}
+        got = {outputs[0]: values_of(run(g, values))}
+        got.update({port: values_of(list(p)) for port, p in polled.items()})
+    finally:
+        g.close()
+    assert got == inline
+    assert all(got.values())
+
+
+def test_a_host_that_never_reads_gets_the_deadlock_error_not_a_hang(on_ray: Any) -> None:
+    body = """
+max_queued_packets: 50
+input_ports: [x]
+output_ports: [y]
+nodes:
+  - { name: a, kernel: PassThroughKernel, executor: cluster, input_ports: [x], output_ports: [y] }
+"""
+    g = flowplex.Graph.from_yaml(ray_yaml(body, ", max_batch: 8"))
+    g.add_poller("y")
+    try:
+        g.start()
+        with pytest.raises(flowplex.DeadlockError, match=r"held by the poller\(s\) on output `y`"):
+            for ts in range(500):
+                g.send("x", ts, ts=ts, timeout=WAIT_S)
+    finally:
+        g.close()

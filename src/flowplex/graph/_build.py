@@ -55,7 +55,9 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         )
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
         window = getattr(node.executor, "calls_in_flight", None)
-        if window is not None:  # an executor that batches calls (Ray): claims run ahead, flushed in order
+        # An executor that batches calls (Ray): claims run ahead of answers, flushed in order. Not
+        # for a node with a back edge: its next call must see the register its last one fed.
+        if window is not None and not node.backs:
             node.max_in_flight = max(node.max_in_flight, window(spec))
             if node.max_in_flight > 1:
                 node.fast1 = None
