@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -153,27 +152,19 @@ nodes:
     assert "Traceback" not in result.stderr
 
 
-def test_run_on_a_local_instance_prints_the_results_and_shuts_it_down(tmp_path: Path) -> None:
+def test_a_local_instance_flowplex_started_is_shut_down_at_close_and_a_script_kernel_runs_there() -> None:
+    """The kernel is defined in the program itself (``python -c``: a ``__main__`` without a
+    file, which no other process can import): it travels to its actor by value."""
     need_ray()
-    graph = tmp_path / "g.yaml"
-    graph.write_text("""
-executors: [{ name: c, type: RayExecutor, num_cpus: 0.5 }]
-output_ports: [y]
-nodes:
-  - { name: s, kernel: RangeSourceKernel, options: { count: 4 }, output_ports: [r] }
-  - { name: t, kernel: ScaleKernel, executor: c, options: { factor: 5 }, input_ports: [r], output_ports: [y] }
-""")
-    out = tmp_path / "out.jsonl"
-    result = cli("run", str(graph), "-o", str(out))
-    assert result.returncode == 0, result.stderr
-    assert [json.loads(line)["value"] for line in out.read_text().splitlines()] == [0, 5, 10, 15]
-
-
-def test_a_local_instance_flowplex_started_is_shut_down_at_close() -> None:
-    need_ray()
-    graph = ONE % ("{ name: c, type: RayExecutor, num_cpus: 0.5 }", "c", "")
+    graph = (ONE % ("{ name: c, type: RayExecutor, num_cpus: 0.5 }", "c", "")).replace("PassThroughKernel", "Plus1")
     result = python(f"""
 import os, ray, flowplex
+
+@flowplex.kernel("Plus1")
+class Plus1(flowplex.Kernel):
+    def process(self, cc):
+        cc.emit(0, cc.input(0).as_int() + 1)
+
 g = flowplex.Graph.from_yaml({graph!r})
 out = g.add_poller("y")
 g.start()
@@ -186,4 +177,4 @@ g.close()
 print(running, got, ray.is_initialized())
 """)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split("\n")[-2] == "True [41] False"
+    assert result.stdout.split("\n")[-2] == "True [42] False"

@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, Phase, example, given, note, settings
 from ..processes import test_same_outputs as same
 
 
-@settings(max_examples=4, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
+@settings(max_examples=3, deadline=None, phases=[Phase.explicit, Phase.reuse, Phase.generate],
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @example(scenario=same._rich())
 @given(scenario=same.scenarios())
