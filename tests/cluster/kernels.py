@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 
 import numpy as np
 
@@ -122,3 +123,19 @@ class RSource(flowplex.Kernel):
             return
         cc.emit(0, self.next)
         self.next += 1
+
+
+@flowplex.kernel("RSlowFailOn")
+class RSlowFailOn(flowplex.Kernel):
+    """Takes 20 ms per call and counts it (counter ``ran``); raises on option ``bad``."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        self.bad = cc.option_int("bad", -1)
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.counter_add("ran", 1)
+        time.sleep(0.02)
+        if cc.input(0).as_int() == self.bad:
+            msg = f"bad value {self.bad}"
+            raise ValueError(msg)
+        cc.forward(0, 0)

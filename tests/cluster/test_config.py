@@ -71,15 +71,21 @@ def test_the_defaults_and_default_executor() -> None:
     ("{ name: c, type: RayExecutor, restart: on_failure }", "", r"^executors\[0\]\.restart: `restart` applies to "
      r"ProcessPoolExecutor only"),
     ("{ name: c, type: RayExecuter }", "", r"did you mean `RayExecutor`\?"),
+    ("{ name: c, type: RayExecutor, address: ' ' }", "", r"^executors\[0\]\.address: must not be empty: omit it"),
+    ("{ name: c, type: RayExecutor, num_cpus: .inf }", "", r"^executors\[0\]\.num_cpus: must be a finite number"),
 ])
 def test_bad_fields_are_errors_with_their_path(executor: str, node: str, pattern: str) -> None:
     message = error_of(ONE % (executor, "c", node))
     assert __import__("re").search(pattern, message), message
 
 
-def test_max_in_flight_on_ray_means_replicas() -> None:
+def test_max_in_flight_on_ray_means_replicas_and_lossy_or_feedback_nodes_never_run_ahead() -> None:
     g = flowplex.Graph.from_yaml(ONE % ("{ name: c, type: RayExecutor, max_batch: 8 }", "c", ", max_in_flight: 3"))
     assert g._engine.nodes[0].max_in_flight == 24  # a batch per replica
+    g.close()
+    policy = ", input_policy: { type: fixed_size, capacity: 1 }"
+    g = flowplex.Graph.from_yaml(ONE % ("{ name: c, type: RayExecutor, max_batch: 8 }", "c", policy))
+    assert g._engine.nodes[0].max_in_flight == 1  # it drops what it is too slow to take
     g.close()
 
 

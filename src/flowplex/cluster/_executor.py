@@ -158,6 +158,12 @@ class RayExecutor:
         self._nodes: dict[int, _Node] = {}
         self._completions = Completions(name, max_batch, max_batch_delay_ms / 1000.0, self._send, self._failed)
 
+    def watch(self, stopped: Callable[[], bool]) -> None:
+        """The engine's "stopped for good" test (failed or cancelled; not paused): ``process``
+        calls not sent yet are dropped once it is true, so that an abort or a cancel waits only
+        for the batches already in the actors."""
+        self._completions.stopped = stopped
+
     def calls_in_flight(self, spec: NodeSpec) -> int:
         """How many calls of a node the engine may claim before the first is answered: a batch
         per replica (a source: one call at a time, its end is known only from its answer)."""
@@ -178,6 +184,8 @@ class RayExecutor:
                 a kernel could not be built in its actor (the message names the node).
             BrokenError: The cluster cannot be reached, or an actor died while starting.
         """
+        if not recipes and not self._nodes:
+            return  # no node of this graph is placed here: nothing to connect for
         ray = self._connect(recipes)
         import ray.cloudpickle as cloudpickle
 
@@ -186,6 +194,20 @@ class RayExecutor:
         wanted = {recipe.index: recipe for recipe in recipes}
         for index in [i for i in self._nodes if i not in wanted]:
             self._kill(self._nodes.pop(index))
+        try:
+            waits = self._start_actors(ray, cloudpickle, recipes, imports)
+        except (ConfigError, BrokenError):
+            raise
+        except Exception as exc:  # Ray refused a call (a stale handle, a bad option): one line, not its traceback
+            msg = f"executor `{self.name}`: Ray could not start the graph's actors: {_first_line(exc)}"
+            raise BrokenError(msg) from None
+        self._await_hosting(ray, waits)
+        self._completions.start()
+
+    def _start_actors(self, ray: ModuleType, cloudpickle: ModuleType, recipes: list[NodeRecipe],
+                      imports: tuple[tuple[str, str], ...]) -> list[tuple[_Node, int, object]]:
+        """Create (or reuse) the actors of ``recipes`` and ask each to host its node; the answers
+        to wait for."""
         waits: list[tuple[_Node, int, object]] = []
         for recipe in recipes:
             request = HostRequest(imports, [(recipe.index, cloudpickle.dumps(wire_recipe(recipe)))], None,
@@ -211,8 +233,7 @@ class RayExecutor:
                 lanes.append(Lane(actor, recipe.index, k))
                 waits.append((node, k, answer))
             node.replicas = Replicas(tuple(range(len(lanes))))
-        self._await_hosting(ray, waits)
-        self._completions.start()
+        return waits
 
     def _connect(self, recipes: list[NodeRecipe]) -> ModuleType:
         ray = self._ray
@@ -225,7 +246,8 @@ class RayExecutor:
         return ray
 
     def _warm_key(self, ray: ModuleType) -> tuple[object, ...]:
-        return (ray.get_runtime_context().get_job_id(), self.num_cpus, self.num_gpus, self.memory,
+        context = ray.get_runtime_context()
+        return (context.gcs_address, context.get_job_id(), self.num_cpus, self.num_gpus, self.memory,
                 tuple(sorted(self.resources.items())))
 
     def _idle_actor(self, ray: ModuleType) -> object | None:
@@ -260,11 +282,13 @@ class RayExecutor:
         for key, amount in per_actor.items():
             if amount and have.get(key, 0.0) < amount:
                 label = new[0].spec.label
-                offered = ", ".join(f"{k}: {v:g}" for k, v in sorted(have.items())
+                offered = ", ".join(f"{k}: {_amount(k, v)}" for k, v in sorted(have.items())
                                     if not k.startswith(("node:", "object_store")))
-                msg = (f"{label}: executor `{self.name}` asks Ray for {key}: {amount:g} per actor, but no machine "
-                       f"of the cluster offers that much (the cluster has {offered or 'nothing'}); lower the request "
-                       f"or start a Ray node that offers it (`ray start --resources '{{\"{key}\": 1}}'`)")
+                flag = {"CPU": "--num-cpus N", "GPU": "--num-gpus N", "memory": "--memory BYTES"}.get(
+                    key, f"--resources '{{\"{key}\": 1}}'")
+                msg = (f"{label}: executor `{self.name}` asks Ray for {key}: {_amount(key, amount)} per actor, but "
+                       f"the cluster does not have that much (it has {offered or 'nothing'}); lower the request "
+                       f"or start a Ray node that offers it (`ray start {flag}`)")
                 raise ConfigError(msg)
 
     def _await_hosting(self, ray: ModuleType, waits: list[tuple[_Node, int, object]]) -> None:
@@ -332,12 +356,18 @@ class RayExecutor:
         future: Future[tuple[bytes, list[object]]] = lane.actor.run.remote(data, refs).future()  # type: ignore[attr-defined]
         return future
 
-    def _failed(self, lane: Lane, exc: BaseException, calls: list[tuple[Invocation, Complete]]) -> None:
+    def _failed(self, lane: Lane, exc: BaseException | None, calls: list[tuple[Invocation, Complete]]) -> None:
         """Complete ``calls`` of a batch that failed as a whole: its actor died (or Ray could
-        not run the call); without restarts, nothing more goes to that actor."""
+        not run the call); without restarts, nothing more goes to that actor. ``exc`` None:
+        the calls were dropped unsent because the graph stopped (no output, no error: the
+        engine claims nothing more and only waits for them)."""
         node = self._nodes.get(lane.node)
         name = node.name if node is not None else f"#{lane.node}"
         outputs = node.outputs if node is not None else 0
+        if exc is None:
+            for invocation, complete in calls:
+                complete(Outcome(invocation.node, invocation.seq, [[] for _ in range(outputs)]))
+            return
         ray = self._ray
         errors = ray.exceptions if ray is not None else None
         where = f" ({lane.where})" if lane.where else ""
@@ -435,8 +465,11 @@ class RayExecutor:
                     else:
                         self._kill_lane(ray, node, lane)
             disconnect()
+            if not ray.is_initialized():  # the instance went with the last executor: so did its actors
+                with _IDLE_LOCK:
+                    _IDLE.clear()
             return
-        keep_live_frames()
+        keep_live_frames(self._completions.live)
         for node in nodes.values():
             self._kill(node)
         disconnect()
@@ -453,6 +486,11 @@ class RayExecutor:
             ray.kill(lane.actor, no_restart=True)
         except Exception as exc:  # gone already
             log.debug("ray.actor.kill.failed node=%r error=%r", node.name, exc)
+
+
+def _amount(key: str, value: float) -> str:
+    """A resource amount as people write it (memory in GiB)."""
+    return f"{value / 2**30:.2f} GiB" if key == "memory" else f"{value:g}"
 
 
 def _any_buffer(packets: list[Packet | None]) -> bool:

@@ -18,6 +18,7 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, final
 
+from ..errors import BrokenError
 from ..packets._buffers import DeferredArray, _Buffer, wrap_deferred
 
 if TYPE_CHECKING:
@@ -30,22 +31,21 @@ __all__ = ["FRAME_BYTES", "ObjectFrame", "decode", "encode", "keep_live_frames",
 FRAME_BYTES: Final = 100 * 1024
 """Buffers this large or larger go by reference (Ray inlines smaller objects in its messages)."""
 
-_live: weakref.WeakSet[ObjectFrame] = weakref.WeakSet()
-"""This process's frames not fetched yet (``keep_live_frames`` at close)."""
 
 
 @final
 class ObjectFrame(DeferredArray):
     """A buffer in Ray's object store: its reference, fetched on first read."""
 
-    __slots__ = ("__weakref__", "kept", "ref")
+    __slots__ = ("__weakref__", "kept", "ref", "source")
 
-    def __init__(self, ref: object, kept: Array | None = None) -> None:
+    def __init__(self, ref: object, kept: Array | None = None, source: object = None) -> None:
         self.ref = ref
         self.kept = kept
         """The data when this process has it (it put the frame, or copied it at close)."""
-        if kept is None:
-            _live.add(self)
+        self.source = source
+        """The holder the frame was put from (``put_frames``): kept alive, so that the array it
+        adopted stays read-only while packets of this frame exist."""
 
     def fetch(self) -> Array:
         kept = self.kept
@@ -53,9 +53,16 @@ class ObjectFrame(DeferredArray):
             return kept
         import ray
 
-        arr: Array = ray.get(self.ref)
-        _live.discard(self)
+        try:
+            arr: Array = ray.get(self.ref)
+        except ray.exceptions.RayError as exc:
+            msg = (f"the data of this frame is gone from Ray's object store ({type(exc).__name__}): the actor "
+                   "that made it died, or its graph was closed before it was read")
+            raise BrokenError(msg) from None
         return arr
+
+    def by_reference(self) -> bool:
+        return getattr(_coding, "refs", None) is not None
 
     def __reduce__(self) -> tuple[object, tuple[object, ...]]:
         refs: list[object] | None = getattr(_coding, "refs", None)
@@ -66,13 +73,21 @@ class ObjectFrame(DeferredArray):
 
 
 _coding = threading.local()
-"""``refs`` (and ``arrays``) while this thread encodes or decodes a message (``encode``, ``decode``)."""
+"""``refs`` (and ``arrays``, ``live``) while this thread encodes or decodes a message (``encode``,
+``decode``): only then does a frame pickle as a reference."""
+_coding.refs = None
+_coding.arrays = None
+_coding.live = None
 
 
 def _frame_at(index: int) -> ObjectFrame:
     """The frame of reference ``index`` of the message being decoded (its data when fetched)."""
     arrays: list[Array] | None = _coding.arrays
-    return ObjectFrame(_coding.refs[index], None if arrays is None else arrays[index])
+    frame = ObjectFrame(_coding.refs[index], None if arrays is None else arrays[index])
+    live: weakref.WeakSet[object] | None = _coding.live
+    if live is not None and frame.kept is None:
+        live.add(frame)
+    return frame
 
 
 def encode(obj: object) -> tuple[bytes, list[object]]:
@@ -88,15 +103,19 @@ def encode(obj: object) -> tuple[bytes, list[object]]:
         _coding.refs = None
 
 
-def decode(data: bytes, refs: list[object], arrays: list[Array] | None = None) -> Any:
-    """What ``encode`` made; each frame holds its reference (and its data, given ``arrays``)."""
+def decode(data: bytes, refs: list[object], arrays: list[Array] | None = None, *,
+           live: weakref.WeakSet[object] | None = None) -> Any:
+    """What ``encode`` made; each frame holds its reference (and its data, given ``arrays``);
+    the frames not fetched join ``live``."""
     _coding.refs = refs
     _coding.arrays = arrays
+    _coding.live = live
     try:
         return pickle.loads(data)
     finally:
         _coding.refs = None
         _coding.arrays = None
+        _coding.live = None
 
 
 def put_frames(ray: ModuleType, packets: Iterable[Packet | None]) -> None:
@@ -111,7 +130,7 @@ def put_frames(ray: ModuleType, packets: Iterable[Packet | None]) -> None:
             continue  # by reference already, a device buffer (DLPack), or small: in the message
         put = done.get(id(h))
         if put is None:
-            put = done[id(h)] = wrap_deferred(ObjectFrame(ray.put(h.array), h.array), h.code, h.shape)
+            put = done[id(h)] = wrap_deferred(ObjectFrame(ray.put(h.array), h.array, h), h.code, h.shape)
             put.array = h.array
         p._value = put
 
@@ -132,14 +151,16 @@ def outcome_packets(outcomes: Iterable[Outcome]) -> Iterable[Packet]:
             yield from packets
 
 
-def keep_live_frames() -> None:
-    """Copy every frame not fetched yet into this process: their actors are about to go, and
-    with them the objects they own (a packet kept after ``Graph.close`` stays readable)."""
+def keep_live_frames(live: weakref.WeakSet[object]) -> None:
+    """Copy the frames of ``live`` not fetched yet into this process: their actors are about to
+    go, and with them the objects they own (a packet kept after ``Graph.close`` stays readable)."""
     import numpy as np
 
-    for frame in list(_live):
+    for frame in list(live):
+        if not isinstance(frame, ObjectFrame) or frame.kept is not None:
+            continue
         try:
             arr = np.array(frame.fetch(), copy=True)
-        except Exception:  # lost already (its actor died): a read says so
+        except BrokenError:  # lost already (its actor died): a read says so
             continue
         frame.kept = arr

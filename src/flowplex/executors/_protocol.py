@@ -39,7 +39,10 @@ class Executor(Protocol):
     """Runs engine tasks. Tasks never raise: the engine records failures itself.
 
     This is everything the engine and diagnostics use. The engine reads ``runs_on_caller`` and
-    ``inbox()`` once, when it builds a graph, and never tests ``kind`` or a type.
+    ``inbox()`` once, when it builds a graph, and never tests ``kind`` or a type. An executor
+    that batches calls (Ray) also has ``calls_in_flight(spec) -> int``: how many calls of a
+    node the engine may claim before the first is answered (read at build; a node with a back
+    edge keeps one at a time).
     """
 
     name: str

@@ -18,7 +18,7 @@ from ..packets import type_name
 from ..spec._plan import GraphPlan
 from ..spec._specs import ROUTE_KERNEL, ExecutorSpec, GraphSpec
 from ._engine import Engine
-from ._nodes import BATCH, Edge, Node
+from ._nodes import BATCH, FIXED_SIZE, Edge, Node
 
 log = logging.getLogger("flowplex.graph")
 
@@ -56,8 +56,9 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
         window = getattr(node.executor, "calls_in_flight", None)
         # An executor that batches calls (Ray): claims run ahead of answers, flushed in order. Not
-        # for a node with a back edge: its next call must see the register its last one fed.
-        if window is not None and not node.backs:
+        # for a node with a back edge (its next call must see the register its last one fed) nor
+        # under fixed_size (it drops the stale packets a node too slow to take them leaves queued).
+        if window is not None and not node.backs and node.policy != FIXED_SIZE:
             node.max_in_flight = max(node.max_in_flight, window(spec))
             if node.max_in_flight > 1:
                 node.fast1 = None

@@ -162,9 +162,13 @@ class Engine:
     def _host_kernels(self) -> None:
         """Hand each kernel-hosting executor the recipes of its nodes; a node that feeds one
         whose executor keeps buffers in memory of its own allocates its buffers there."""
+        status = self.status
         for ex in self.executors:
             if ex.hosts_kernels:
                 host: KernelHostExecutor = ex  # type: ignore[assignment]
+                watch = getattr(ex, "watch", None)
+                if watch is not None:  # one that queues calls of its own drops them once the graph stopped
+                    watch(lambda: status.cancelled or status.error is not None)
                 host.host([recipe_of(n, self.strict_ports) for n in self.nodes if n.executor is ex])
         for node in self.nodes:
             if not node.remote:

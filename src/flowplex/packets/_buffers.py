@@ -416,6 +416,11 @@ class DeferredArray:
         """The array (read-only is fine); called at most once per holder."""
         raise NotImplementedError
 
+    def by_reference(self) -> bool:
+        """Whether pickling now carries the reference (a message of the system that keeps the
+        array) rather than the data (anywhere else: a pickle that outlives the reference)."""
+        return False
+
 
 @final
 class _Buffer:
@@ -467,8 +472,10 @@ class _Buffer:
         # Pickling carries the data; the receiving side adopts its own fresh array.
         obj = self.obj
         if obj is not None:
-            if isinstance(obj, DeferredArray):  # the reference travels, never the fetched data
-                return (wrap_deferred, (obj, self.code, self.shape))
+            if isinstance(obj, DeferredArray):
+                if obj.by_reference():  # the reference travels, never the fetched data
+                    return (wrap_deferred, (obj, self.code, self.shape))
+                return (_array_from_pickle, (host_array(self, "pickle"), True))
             return (_dlpack_from_pickle, (obj,))
         return (_array_from_pickle, (self.array, self.external))
 

@@ -230,6 +230,14 @@ class _Planner:
                 for key, _ in ex.ray.resources:
                     if not key:
                         raise self.fail(None, (*at, "resources"), "resource names must not be empty")
+                if "address" in ex.ray_fields and not ex.ray.address.strip():
+                    msg = ("must not be empty: omit it for a local Ray instance, or give auto, ray://host:port "
+                           "or IP:port")
+                    raise self.fail(None, (*at, "address"), msg)
+                for field_name in ("num_cpus", "num_gpus", "max_batch_delay_ms"):
+                    value = getattr(ex.ray, field_name)
+                    if not math.isfinite(value):
+                        raise self.fail(None, (*at, field_name), f"must be a finite number, got {value}")
             elif ex.num_threads < 1:
                 raise self.fail(None, (*at, "num_threads"), f"num_threads must be >= 1, got {ex.num_threads}")
             if ex.ray_fields and ex.type != "RayExecutor":
