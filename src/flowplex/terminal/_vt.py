@@ -23,7 +23,7 @@ import pyte
 from pyte import charsets as cs
 from pyte import modes as mo
 from pyte.screens import Char
-from wcwidth import wcswidth
+from wcwidth import wcswidth, wcwidth
 
 __all__ = ["BLANK", "DATA", "Cell", "VirtualTerminal"]
 
@@ -35,6 +35,7 @@ BLANK: Final = Char(" ")
 DATA: Final = itemgetter(0)
 _DECCOLM_PRIVATE: Final = 3
 _MAX_CACHED_STYLES: Final = 256
+_ZWJ: Final = "\u200d"
 
 
 class _CellCache(dict[str, Char]):
@@ -70,7 +71,7 @@ class _FastScreen(pyte.Screen):
             or not data.isascii()
             or not data.isprintable()
         ):
-            super().draw(data)
+            self._draw_unicode(data)
             return
         attrs = self.cursor.attrs
         cells = self._cells.get(attrs)
@@ -94,6 +95,63 @@ class _FastScreen(pyte.Screen):
             cursor.x = x + take
             pos += take
         self.dirty.add(cursor.y)
+
+    def _draw_unicode(self, data: str) -> None:
+        """pyte's ``draw``, except that a zero-width character no longer ends the text.
+
+        pyte 0.8 stops drawing at the first zero-width character that is not a combining mark
+        (the emoji presentation selector U+FE0F, the joiner U+200D, U+200B...), losing the rest
+        of the text. Here each run between them goes to pyte, and the zero-width character
+        joins the cell before it: a selector or joiner is kept in that cell (with what the
+        joiner joins, so a ZWJ sequence is one cell, as wide as its first emoji), a selector
+        that makes the character wide widens its cell, and an invisible format character
+        (U+200B, U+2060...) is dropped.
+        """
+        start = 0
+        joining = False
+        for i, ch in enumerate(data):
+            if joining:
+                if i > start:
+                    super().draw(data[start:i])
+                start = i + 1
+                joining = not self._join(ch)
+                continue
+            if ch.isascii() or wcwidth(ch) != 0 or unicodedata.combining(ch):
+                continue
+            if i > start:
+                super().draw(data[start:i])
+            start = i + 1
+            if ch == _ZWJ:
+                joining = self._join(ch)
+            elif unicodedata.category(ch) != "Cf":
+                self._join(ch)
+        if start < len(data):
+            super().draw(data[start:])
+
+    def _join(self, ch: str) -> bool:
+        """Append ``ch`` to the cell before the cursor (the left half of a wide one); True if
+        there was one. Widens that cell when the result is two cells wide and it was one."""
+        y, x = self.cursor.y, self.cursor.x
+        line = self.buffer[y]
+        if x == 0:
+            if y == 0:
+                return False
+            y, x = y - 1, self.columns
+            line = self.buffer[y]
+        x -= 1
+        if line[x].data == "" and x > 0:
+            x -= 1
+        cell = line[x]
+        if not cell.data:
+            return False
+        joined = cell.data + ch
+        line[x] = cell._replace(data=joined)
+        self.dirty.add(y)
+        if (y == self.cursor.y and x == self.cursor.x - 1 and x + 1 < self.columns
+                and wcswidth(joined) == 2 and wcswidth(cell.data) == 1):
+            line[x + 1] = cell._replace(data="")
+            self.cursor.x += 1
+        return True
 
     def index(self) -> None:
         # pyte's index, minus its per-line defaultdict churn: only existing lines move.
