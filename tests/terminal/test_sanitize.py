@@ -64,7 +64,18 @@ def test_sequences_split_across_chunks(cut: int) -> None:
 
 def test_newline_carriage_return_and_tab() -> None:
     ops = LogSanitizer().feed(b"a\tb\r\nc\rd")
-    assert ops == [(TEXT, "a    b"), (CR, ""), (NEWLINE, ""), (TEXT, "c"), (CR, ""), (TEXT, "d")]
+    assert ops == [(TEXT, "a       b"), (CR, ""), (NEWLINE, ""), (TEXT, "c"), (CR, ""), (TEXT, "d")]
+
+
+def test_tabs_stop_at_every_eighth_cell_of_the_line() -> None:
+    """As on a terminal: a tab moves to the next multiple of 8 cells (wide characters count
+    two, colour sequences none), and the count starts again with each line."""
+    s = LogSanitizer()
+    ops = s.feed("12345678\tx\tyz\n\x1b[31m\u4e2d\u6587\x1b[0m\tw\n\tq".encode())
+    texts = [t for k, t in ops if k == TEXT]
+    assert texts == ["12345678        x       yz", "\x1b[31m\u4e2d\u6587\x1b[0m    w", "        q"]
+    assert s.feed(b"\nab") == [(NEWLINE, ""), (TEXT, "ab")]
+    assert s.feed(b"\tc") == [(TEXT, "      c")]  # the column carries across chunks
 
 
 def test_screen_addressing_is_reported() -> None:

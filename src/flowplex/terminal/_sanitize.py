@@ -14,6 +14,8 @@ import codecs
 import re
 from typing import Final
 
+from ._text import display_width
+
 __all__ = ["CR", "NEWLINE", "SCREEN", "TEXT", "LogSanitizer", "Op", "safe_label"]
 
 TEXT: Final = 0
@@ -33,7 +35,8 @@ Op = tuple[int, str]
 _PLAIN: Final = re.compile("[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")
 _STRING_END: Final = re.compile("[\x07\x1b\x9c]")
 _SGR_PARAMS: Final = re.compile("[0-9;:]{0,64}")
-_TAB: Final = "    "
+TAB_STOP: Final = 8
+"""A tab moves to the next multiple of 8 cells, as terminals do."""
 
 _GROUND: Final = 0
 _ESC: Final = 1
@@ -61,12 +64,14 @@ class LogSanitizer:
     2
     """
 
-    __slots__ = ("_csi", "_decoder", "_state", "stripped")
+    __slots__ = ("_column", "_csi", "_decoder", "_state", "stripped")
 
     def __init__(self) -> None:
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._state = _GROUND
         self._csi: list[str] = []
+        self._column = 0
+        """Cells of text since the line began (tabs stop at every 8th)."""
         self.stripped = 0
         """Control sequences and control characters removed so far."""
 
@@ -82,7 +87,9 @@ class LogSanitizer:
             if state == _GROUND:
                 m = _PLAIN.match(text, i)
                 if m is not None:
-                    pieces.append(m.group())
+                    run = m.group()
+                    pieces.append(run)
+                    self._column += display_width(run)
                     i = m.end()
                     continue
                 ch = text[i]
@@ -92,8 +99,11 @@ class LogSanitizer:
                         ops.append((TEXT, "".join(pieces)))
                         pieces.clear()
                     ops.append((NEWLINE, "") if ch == "\n" else (CR, ""))
+                    self._column = 0
                 elif ch == "\t":
-                    pieces.append(_TAB)
+                    spaces = TAB_STOP - self._column % TAB_STOP
+                    pieces.append(" " * spaces)
+                    self._column += spaces
                 elif ch == "\x1b":
                     self._state = _ESC
                 elif ch == "\x9b":
