@@ -41,6 +41,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
+from _rounds import interleaved  # benchmarks/ is on sys.path: the script runs from there
 
 import flowplex
 from flowplex.diagnostics import NodeStats
@@ -126,22 +127,6 @@ def calibrate(target_ms: float) -> tuple[int, float]:
     per_turn = min(timed(lambda: spin(n)) for _ in range(10)) / n
     n = max(1, round(target_ms / 1000 / per_turn))
     return n, min(timed(lambda: spin(n)) for _ in range(10)) * 1000
-
-
-def interleaved(cases: dict[str, Callable[[], float]]) -> dict[str, float]:
-    """The fewest seconds each case took in one round, over ``REPEATS`` rounds after a warm-up.
-
-    The cases take turns round by round (in a rotated order), so that a burst of load from
-    elsewhere on the machine falls on all of them alike, and their ratios hold.
-    """
-    best = dict.fromkeys(cases, float("inf"))
-    names = list(cases)
-    for r in range(REPEATS + 1):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            dt = cases[name]()
-            if r:
-                best[name] = min(best[name], dt)
-    return best
 
 
 def drain(poller: Any, count: int, into: list[Any] | None = None) -> None:
@@ -234,7 +219,7 @@ def bench_cpu(packets: int) -> None:
     try:
         for name, text in configs.items():
             runs[name] = Running(text)
-        secs = interleaved({name: (lambda run=run: spin_round(run, packets)) for name, run in runs.items()})
+        secs = interleaved({name: (lambda run=run: spin_round(run, packets)) for name, run in runs.items()}, REPEATS)
     finally:
         stats = {name: run.close() for name, run in runs.items()}
     rate = {name: packets / s for name, s in secs.items()}
@@ -316,7 +301,7 @@ def bench_overhead(calls: int) -> None:
                 "futures round trip": lambda: futures_round_trips(pool, calls),
                 "flowplex pipelined": lambda: graph_pipelined(deep, calls),
                 "futures pipelined": lambda: futures_pipelined(pool, calls),
-            })
+            }, REPEATS)
     finally:
         run.close()
         deep.close()
@@ -418,7 +403,7 @@ def bench_frames(count: int) -> None:
             "forward": lambda: frames_round(runs["forward"], count, in_place=False),
             "in place": lambda: frames_round(runs["in place"], count, in_place=True),
             "mp.Queue": lambda: baseline.round(count),
-        })
+        }, REPEATS)
     finally:
         baseline.close()
         sent = {name: run.ts for name, run in runs.items()}

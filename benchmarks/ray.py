@@ -42,6 +42,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
+from _rounds import interleaved  # benchmarks/ is on sys.path: the script runs from there
 
 import flowplex
 
@@ -59,22 +60,6 @@ READ_TIMEOUT_S: Final = 60.0
 
 
 # -- helpers --------------------------------------------------------------------------------------
-
-
-def interleaved(cases: dict[str, Callable[[], float]]) -> dict[str, float]:
-    """The fewest seconds each case took in one round, over ``REPEATS`` rounds after a warm-up.
-
-    The cases take turns round by round (in a rotated order), so that a burst of load from
-    elsewhere on the machine falls on all of them alike, and their ratios hold.
-    """
-    best = dict.fromkeys(cases, float("inf"))
-    names = list(cases)
-    for r in range(REPEATS + 1):
-        for name in names[r % len(names):] + names[:r % len(names)]:
-            dt = cases[name]()
-            if r:
-                best[name] = min(best[name], dt)
-    return best
 
 
 def line(name: str, figures: str, ratio: float, target: float, what: str) -> None:
@@ -198,7 +183,7 @@ def bench_chain(ray: Any, packets: int) -> None:
         secs = interleaved({
             "flowplex": lambda: run.round(packets, lambda i: i, check),
             "raw": lambda: raw_chain_round(raw, raw_packets),
-        })
+        }, REPEATS)
     finally:
         raw.close()
         run.close()
@@ -247,7 +232,7 @@ def bench_frames(ray: Any, count: int) -> None:
             "flowplex": lambda: run.round(count, new_frame,
                                           lambda i, packet: check_frame(i, packet.as_numpy(), "flowplex")),
             "raw": lambda: raw_frames_round(raw, count),
-        })
+        }, REPEATS)
     finally:
         raw.close()
         run.close()

@@ -14,13 +14,13 @@ import math
 import os
 import sys
 import threading
-from collections.abc import Callable, Sized
+from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, final
 
 from ..errors import BrokenError, ConfigError, UsageError
 from ..executors import TaskStats
-from ..executors._hosted import CallerTasks
+from ..executors._hosted import CallerTasks, OnCallerTasks
 from ..executors._invocation import Outcome
 from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
 from ..kernels._host import failed_outcome
@@ -36,7 +36,6 @@ if TYPE_CHECKING:
     from concurrent.futures import Future
 
     from ..executors._invocation import Complete, Invocation, NodeRecipe
-    from ..executors._protocol import Inbox, Task
     from ..packets import Packet
     from ..processes._wire import HostReply
     from ..spec._specs import NodeSpec
@@ -69,7 +68,7 @@ class _Node:
 
 
 @final
-class RayExecutor:
+class RayExecutor(OnCallerTasks):
     """Runs the kernels of its nodes in Ray actors, on a local Ray instance or a cluster.
 
     Calls of one actor run one at a time in claim order, so a node keeps its one kernel
@@ -393,25 +392,6 @@ class RayExecutor:
 
     # -- tasks ------------------------------------------------------------------------------------
 
-    def submit(self, fn: Task, arg: object) -> None:
-        """Run ``fn(arg)`` now, on the calling thread: it ends in ``invoke``, which never waits."""
-        self._tasks.submit(fn, arg)
-
-    def submit_background(self, fn: Task, arg: object) -> None:
-        """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
-        self._tasks.submit_background(fn, arg)
-
-    def backlog(self) -> Sized | None:
-        """None: no caller-thread loop."""
-        return None
-
-    def inbox(self) -> Inbox | None:
-        """None: the dispatcher runs the tasks."""
-        return None
-
-    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
-        """Ignored: no host thread has to run its work."""
-
     def stats(self) -> TaskStats:
         """Calls waiting to be sent (``queued``, with tasks for the dispatcher) and sent (``running``)."""
         queued, running = self._tasks.queued, 0
@@ -436,10 +416,6 @@ class RayExecutor:
     def batches(self) -> int:
         """Actor calls sent so far; each carried a batch of invocations (diagnostics, tests)."""
         return self._completions.batches
-
-    def start(self) -> None:
-        """Start the dispatcher thread (idempotent; Ray is reached in ``host``)."""
-        self._tasks.dispatcher.start()
 
     def shutdown(self) -> None:
         """Kill the graph's actors; leave a cluster running, shut down a local instance flowplex

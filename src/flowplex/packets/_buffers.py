@@ -502,6 +502,22 @@ def _cpu_holder(arr: Array, code: int, *, external: bool, mutable: bool) -> _Buf
     return h
 
 
+def _by_reference(obj: object, code: int, shape: tuple[int, ...], device: str) -> _Buffer:
+    """A read-only holder whose data ``obj`` keeps (DLPack, or kept elsewhere); not touched here."""
+    h = _Buffer()
+    h.key = None
+    h.lent = None
+    h.host = None
+    h.array = None
+    h.code = code
+    h.shape = shape
+    h.device = device
+    h.external = True
+    h.mutable = False
+    h.obj = obj
+    return h
+
+
 def wrap_adopted(arr: Array, code: int, *, external: bool = True) -> _Buffer:
     """A holder that adopts ``arr`` without copying (``arr`` was validated by ``check_array``)."""
     h = _cpu_holder(arr, code, external=external, mutable=False)
@@ -518,35 +534,12 @@ def wrap_dlpack(obj: object) -> _Buffer:
     """A by-reference holder for a DLPack exporter; its data is not touched."""
     device, _ = _device_name(obj)
     shape = _foreign_shape(obj)
-    code = _foreign_dtype_code(obj)
-    h = _Buffer()
-    h.key = None
-    h.lent = None
-    h.host = None
-    h.array = None
-    h.code = code
-    h.shape = shape
-    h.device = device
-    h.external = True
-    h.mutable = False
-    h.obj = obj
-    return h
+    return _by_reference(obj, _foreign_dtype_code(obj), shape, device)
 
 
 def wrap_deferred(obj: DeferredArray, code: int, shape: tuple[int, ...]) -> _Buffer:
     """A read-only holder of an array kept elsewhere; ``obj.fetch()`` runs on its first read."""
-    h = _Buffer()
-    h.key = None
-    h.lent = None
-    h.host = None
-    h.array = None
-    h.code = code
-    h.shape = shape
-    h.device = "cpu"
-    h.external = True
-    h.mutable = False
-    h.obj = obj
-    return h
+    return _by_reference(obj, code, shape, "cpu")
 
 
 def is_deferred(h: _Buffer) -> bool:

@@ -20,15 +20,13 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING, Final, final
 
 from .._timestamps import TS_UNSTARTED
 from ..errors import BrokenError, ConfigError, UsageError
 from ..executors import TaskStats
-from ..executors._hosted import CallerTasks
+from ..executors._hosted import CallerTasks, OnCallerTasks
 from ..executors._invocation import Invocation, Outcome
-from ..executors._protocol import Inbox, Task
 from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
 from ..kernels._host import failed_outcome
 from ..kernels._loading import file_module_name, imports_so_far
@@ -67,7 +65,7 @@ _WARM_LOCK: Final = threading.Lock()
 
 
 @final
-class ProcessPoolExecutor:
+class ProcessPoolExecutor(OnCallerTasks):
     """Runs the kernels of its nodes in ``num_processes`` worker processes.
 
     The engine's tasks (``submit``) run on one dispatcher thread of the pool: each turns a
@@ -445,27 +443,6 @@ class ProcessPoolExecutor:
 
     # -- tasks ------------------------------------------------------------------------------------
 
-    def submit(self, fn: Task, arg: object) -> None:
-        """Run ``fn(arg)`` now, on the calling thread (``CallerTasks``): the engine's task for a
-        node of this pool turns a claim into a frame and queues it (``invoke``), which never
-        waits for a worker."""
-        self._tasks.submit(fn, arg)
-
-    def submit_background(self, fn: Task, arg: object) -> None:
-        """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
-        self._tasks.submit_background(fn, arg)
-
-    def backlog(self) -> Sized | None:
-        """None: the dispatcher has no caller-thread loop."""
-        return None
-
-    def inbox(self) -> Inbox | None:
-        """None: the dispatcher runs the tasks."""
-        return None
-
-    def set_on_submit(self, wake: Callable[[], None] | None) -> None:
-        """Ignored: no host thread has to run its work."""
-
     def stats(self) -> TaskStats:
         """Tasks waiting for the dispatcher (``queued``), invocations in workers (``running``)."""
         queued = self._tasks.queued
@@ -473,10 +450,6 @@ class ProcessPoolExecutor:
             links = list(self._links)
         running = sum(link.in_flight for link in links)
         return TaskStats(self.kind, self.threads, queued, running, self.num_processes)
-
-    def start(self) -> None:
-        """Start the dispatcher thread (idempotent; workers start in ``host``)."""
-        self._tasks.dispatcher.start()
 
     def shutdown(self) -> None:
         """Stop the dispatcher and every worker, and reap them (idempotent).

@@ -240,18 +240,11 @@ class _Planner:
                         raise self.fail(None, (*at, field_name), f"must be a finite number, got {value}")
             elif ex.num_threads < 1:
                 raise self.fail(None, (*at, "num_threads"), f"num_threads must be >= 1, got {ex.num_threads}")
-            if ex.ray_fields and ex.type != "RayExecutor":
-                msg = (f"`{ex.ray_fields[0]}` applies to RayExecutor only (this executor is a {ex.type}; "
-                       "drop the field or change its `type`)")
-                raise self.fail(None, (*at, ex.ray_fields[0]), msg)
-            if ex.num_processes and ex.type != "ProcessPoolExecutor":
-                msg = (f"`num_processes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
-                       "drop the field or change its `type`)")
-                raise self.fail(None, (*at, "num_processes"), msg)
-            if ex.arena_bytes and ex.type != "ProcessPoolExecutor":
-                msg = (f"`arena_bytes` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
-                       "drop the field or change its `type`)")
-                raise self.fail(None, (*at, "arena_bytes"), msg)
+            written = [(name, "RayExecutor") for name in ex.ray_fields]
+            written += [(name, "ProcessPoolExecutor") for name in ("num_processes", "arena_bytes") if getattr(ex, name)]
+            for field_name, owner in written:
+                if ex.type != owner:
+                    raise self.fail(None, (*at, field_name), _only_for(field_name, owner, ex.type))
             if ex.arena_bytes and ex.arena_bytes < 65536:
                 msg = f"arena_bytes must be 0 (the default, 1 GiB) or at least 65536 (64 KiB), got {ex.arena_bytes}"
                 raise self.fail(None, (*at, "arena_bytes"), msg)
@@ -259,9 +252,7 @@ class _Planner:
                 msg = f"unknown restart `{ex.restart}`; expected `never` or `on_failure`"
                 raise self.fail(None, (*at, "restart"), msg)
             if ex.restart != "never" and ex.type != "ProcessPoolExecutor":
-                msg = (f"`restart` applies to ProcessPoolExecutor only (this executor is a {ex.type}; "
-                       "drop the field or change its `type`)")
-                raise self.fail(None, (*at, "restart"), msg)
+                raise self.fail(None, (*at, "restart"), _only_for("restart", "ProcessPoolExecutor", ex.type))
             if not 0 <= ex.priority <= 99:
                 raise self.fail(None, (*at, "priority"), f"priority must be in 0..99, got {ex.priority}")
             if any(core < 0 for core in ex.affinity):
@@ -717,3 +708,9 @@ class _Planner:
                 )
                 found.append(Diagnostic("route_duplicate_emit", msg))
         return found
+
+
+def _only_for(field_name: str, owner: str, actual: str) -> str:
+    """The error for an executor field written on an executor type that does not take it."""
+    return (f"`{field_name}` applies to {owner} only (this executor is a {actual}; drop the field or change "
+            "its `type`)")
