@@ -172,9 +172,11 @@ def test_a_poller_in_the_middle_of_a_chain() -> None:
 
 @HOP_PATH
 def test_a_failing_hop_fails_the_graph_the_same_way() -> None:
-    calls, _, error, _ = assert_same(chain_yaml(["fwd", "fail", "fwd"]), list(range(6)))
+    # On a pool, how far the other nodes got before the abort reached them is thread timing:
+    # compare the error only there (after_abort=False); the failing call itself happened.
+    _, _, error, _ = assert_same(chain_yaml(["fwd", "fail", "fwd"]), list(range(6)), after_abort=False)
     assert "[n1] ValueError: three" in error
-    assert ("n1", 30, (3,)) in calls
+    assert ("n1", 30, (3,)) in THop.calls  # the calls of the last run (the general path)
 
 
 @HOP_PATH
