@@ -51,7 +51,11 @@ def test_agents_in_log_mode_report_exit_status() -> None:
     assert any(re.fullmatch(r"sh +\| hello from sh", line) for line in lines), lines
     assert any(re.fullmatch(r"python\S* +\| bye", line) for line in lines), lines
     assert any(line.endswith("── exit 3") for line in lines)
-    assert lines[-1].startswith("flowplex agents: 2 agents")
+    assert lines[-3].startswith("flowplex agents: 2 agents")
+    # The closing roster: every agent with its state, lines, bytes and run time.
+    assert re.fullmatch(r" +1 +sh +exited \(0\) +1 lines +\d+ B +\d+\.\d s", lines[-2]), lines[-2]
+    assert re.fullmatch(r" +2 +python\S* +exited \(3\) +1 lines +\d+ B +\d+\.\d s", lines[-1]), lines[-1]
+    assert "flowplex agents: failed: 2 python" in proc.stderr.decode()
 
 
 def test_agents_without_commands_is_a_usage_error() -> None:

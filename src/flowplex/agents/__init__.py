@@ -14,12 +14,14 @@ from ._command import CommandSource as CommandSource
 from ._command import describe_exit as describe_exit
 from ._openai import OpenAIStreamSource as OpenAIStreamSource
 from ._packets import KIND_END as KIND_END
+from ._packets import KIND_START as KIND_START
 from ._packets import KIND_TEXT as KIND_TEXT
 from ._packets import AgentChunk as AgentChunk
 from ._packets import chunk_packet as chunk_packet
 from ._packets import end_packet as end_packet
 from ._packets import from_message as from_message
 from ._packets import read_chunk as read_chunk
+from ._packets import start_packet as start_packet
 from ._packets import to_ring as to_ring
 from ._replay import ReplaySource as ReplaySource
 from ._replay import Transcript as Transcript
@@ -28,6 +30,7 @@ from ._sink import TerminalSink as TerminalSink
 
 __all__ = [
     "KIND_END",
+    "KIND_START",
     "KIND_TEXT",
     "AgentChunk",
     "CommandSource",
@@ -41,5 +44,6 @@ __all__ = [
     "from_message",
     "load_transcript",
     "read_chunk",
+    "start_packet",
     "to_ring",
 ]

@@ -10,14 +10,19 @@ import select
 import shlex
 import signal
 import sys
+import threading
 import time
 from typing import TYPE_CHECKING, Any, Final, final
 
 from .._log import LogLevel
+from ..errors import UsageError
 from ..kernels import Context, Contract, Kernel, kernel
+from ..terminal._control import ACTIONS
 from ..transport import AgentType
 from ._common import Identity, Stamper, draining, option_error, read_identity
-from ._packets import chunk_packet, end_packet
+from ._packets import chunk_packet, end_packet, start_packet
+from ._restart import DEFAULT_RESTART_DELAY_S, DEFAULT_RESTART_LIMIT, MIN_RESTART_DELAY_S, RESTART_MODES, RestartPolicy
+from ._waiting import foreground_waiting
 
 if TYPE_CHECKING:
     import codecs
@@ -29,6 +34,8 @@ __all__ = ["CommandSource", "describe_exit"]
 PYTHON_PLACEHOLDER: Final = "{python}"
 """``argv[0]`` placeholder for the Python interpreter running flowplex (``sys.executable``)."""
 _READS_PER_CALL: Final = 8
+_KEEP_POLL_S: Final = 0.05
+"""How often an exited command's source looks for a restart request (interactive display)."""
 
 
 def describe_exit(exit_code: int) -> str:
@@ -76,6 +83,23 @@ class CommandSource(Kernel):
         kill_timeout_s: Grace between SIGTERM and SIGKILL (default 1 s).
         fail_on_error: Raise (fail the graph) when the command cannot start or exits non-zero,
             instead of reporting it in the stream (default false).
+        autostart: Start the command at ``open`` (default true); false waits for a start
+            request from the display (its ``s`` key), or ends the stream at once without one.
+        restart: ``never`` (default), ``on_failure`` (a non-zero exit or a signal not sent
+            from the display) or ``always``: start the command again after it exits.
+        restart_limit: The most automatic restarts in a row (default 10; negative: no limit); a
+            run that lasted 30 s starts the count again.
+        restart_delay_s: Wait before the first automatic restart (default 1 s, at least 0.1 s);
+            it doubles with each one in a row, up to 60 s, so a command that crashes at once
+            cannot spin (see :class:`~flowplex.agents._restart.RestartPolicy`).
+        env: Extra environment variables (a mapping; a null value unsets the variable).
+
+    Interaction: with ``display`` set, the source attaches an
+    :class:`~flowplex.terminal._control.AgentControl` to the agent's pane: typing mode writes
+    keys to the PTY (whose line discipline turns Ctrl-C into SIGINT for the foreground process
+    group), the display's stop/restart/kill keys are carried out on the source's thread, and
+    the display polls whether the command waits for input. On an interactive display a command
+    that exits keeps its source (and pane) until the display drains, so it can be restarted.
 
     Lifecycle: ``open`` (the thread calling ``Graph.start``) starts the command (a failure to
     start is reported by the first ``process``); ``process`` (the source's background thread)
@@ -101,10 +125,21 @@ class CommandSource(Kernel):
         self._display = ""
         self._size = (80, 24)
         self._argv: list[str] = []
+        self._cwd: str | None = None
+        self._env: dict[str, str] = {}
         self._start_error = ""
+        self._policy = RestartPolicy()
+        self._restarts_in_row = 0
+        self._restart_at: float | None = None
+        self._started_at = 0.0
+        self._user_stopped = False
+        """The display stopped or killed this run: it is not a failure to restart from."""
+        self._keep = False
+        self._control: _Control | None = None
 
     def open(self, cc: Context) -> None:
         import codecs
+        import json
 
         argv = cc.option_str_array("argv")
         command = cc.option_str("command", "")
@@ -128,50 +163,113 @@ class CommandSource(Kernel):
         self._kill_timeout_s = max(0.0, cc.option_float("kill_timeout_s", 1.0))
         self._fail = cc.option_bool("fail_on_error", False)
         self._display = cc.option_str("display", "")
-        cwd = cc.option_str("cwd", "") or None
+        self._cwd = cc.option_str("cwd", "") or None
+        mode = cc.option_str("restart", "never")
+        if mode not in RESTART_MODES:
+            raise option_error(cc, "restart", f"{mode!r}: expected one of {', '.join(RESTART_MODES)}")
+        limit = cc.option_int("restart_limit", DEFAULT_RESTART_LIMIT)
+        delay = max(MIN_RESTART_DELAY_S, cc.option_float("restart_delay_s", DEFAULT_RESTART_DELAY_S))
+        self._policy = RestartPolicy(mode, None if limit < 0 else limit, delay)
+        env = json.loads(cc.options_json()).get("env") or {}
+        if not isinstance(env, dict) or not all(isinstance(v, str) or v is None for v in env.values()):
+            raise option_error(cc, "env", "expected a mapping of names to strings (or null to unset one)")
+        self._env = self._environment(env)
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._stamp = Stamper()
-        self._eof = self._done = False
-        self._start_error = ""
+        self._done = False
+        self._restarts_in_row = 0
+        self._restart_at = None
+        autostart = cc.option_bool("autostart", True)
+        self._attach(started=autostart)
         self._follow_display_size()
+        if autostart:
+            self._spawn(cc.node_name)
+
+    @staticmethod
+    def _environment(extra: dict[str, str | None]) -> dict[str, str]:
         env = dict(os.environ)
         env["TERM"] = "xterm-256color"  # what the pane emulates
         for stale in ("COLUMNS", "LINES"):  # the PTY has the size; stale values would hide resizes
             env.pop(stale, None)
+        for key, value in extra.items():
+            if value is None:
+                env.pop(key, None)
+            else:
+                env[key] = value
+        return env
+
+    def _attach(self, *, started: bool) -> None:
+        """Give the display a control for this agent (keys, stop/restart/kill, waiting)."""
+        from ..terminal import get_display
+
+        display = get_display(self._display) if self._display else None
+        if display is None or self._who.stream_id is None:
+            return
+        self._control = _Control(self)
+        self._keep = display.attach_control(self._who.stream_id, self._control, started=started)
+
+    def _spawn(self, node: str) -> None:
+        """Start the command in a new PTY (a failure to start is reported by ``process``)."""
+        import codecs
+
         from ptyprocess import PtyProcess
 
+        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
+        self._eof = False
+        self._start_error = ""
+        self._user_stopped = False
+        self._started_at = time.monotonic()
         try:
-            self._proc = PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=(self._size[1], self._size[0]))
+            proc = PtyProcess.spawn(self._argv, cwd=self._cwd, env=self._env,
+                                    dimensions=(self._size[1], self._size[0]))
         except OSError as exc:
-            reason = f"cannot start {shlex.join(argv)}: {exc.strerror or exc}"
+            reason = f"cannot start {shlex.join(self._argv)}: {exc.strerror or exc}"
             if self._fail:
                 raise
-            log.warning("command.start.failed node=%r argv=%r error=%s", cc.node_name, argv, reason)
-            self._start_error = reason  # reported by the first process(): open cannot emit
+            log.warning("command.start.failed node=%r argv=%r error=%s", node, self._argv, reason)
+            self._start_error = reason  # reported by the next process(): open cannot emit
             return
-        self._fd = self._proc.fd
-        log.debug("command.start.ok node=%r pid=%d argv=%r", cc.node_name, self._proc.pid, argv)
+        os.set_blocking(proc.fd, False)  # keys typed into a busy program must not block the key reader
+        self._proc = proc
+        self._fd = proc.fd
+        log.debug("command.start.ok node=%r pid=%d argv=%r", node, proc.pid, self._argv)
 
     @property
     def pid(self) -> int | None:
         """The command's process id while it runs (tests use it)."""
         return None if self._proc is None else int(self._proc.pid)
 
+    @property
+    def running(self) -> bool:
+        """Whether the command's PTY is open (it runs, or has not been reaped yet)."""
+        return self._fd >= 0
+
     def process(self, cc: Context) -> None:
         if self._start_error:
             cc.emit(0, self._end(self._start_error, ok=False, exit_code=127))
             self._start_error = ""
-            self._done = True
+            self._after_exit(cc, exit_code=127)
         if self._done:
             cc.source_done()
             return
         if draining(self._display):
-            self._kill()
-            self._pump(cc)
-            status = self._exit_status()
-            self._finish(cc, status if status is not None else -int(signal.SIGKILL))
+            if self.running:
+                self._kill()
+                self._pump(cc)
+                status = self._exit_status()
+                self._finish(cc, status if status is not None else -int(signal.SIGKILL))
+            self._done = True
             cc.source_done()
             return
+        control = self._control
+        if control is not None:
+            for action in control.take_requests():
+                self._carry_out(cc, action)
+        if not self.running:
+            self._idle(cc)
+            return
+        if control is not None:
+            control.flush_input()
         self._follow_display_size()
         got = self._pump(cc) if not self._eof else False
         if self._eof:
@@ -180,9 +278,72 @@ class CommandSource(Kernel):
                 cc.source_yield(self._poll_s)  # the PTY closed but the process still runs
                 return
             self._finish(cc, status)
-            cc.source_done()
+            self._after_exit(cc, exit_code=status)
+            if self._done:
+                cc.source_done()
+            else:
+                cc.source_yield(0.0)
             return
         cc.source_yield(0.0 if got else self._poll_s)
+
+    def _idle(self, cc: Context) -> None:
+        """No command runs: start one that is due, wait for a request, or end the stream."""
+        if self._restart_at is not None:
+            left = self._restart_at - time.monotonic()
+            if left <= 0:
+                self._restart_at = None
+                self._start_again(cc, "restart")
+                cc.source_yield(0.0)
+            else:
+                cc.source_yield(min(left, _KEEP_POLL_S))
+            return
+        if self._keep:
+            cc.source_yield(_KEEP_POLL_S)
+            return
+        if self._proc is None and not self._start_error:  # autostart: false and nobody to start it
+            cc.emit(0, self._end("not started (autostart: false)", ok=True, exit_code=None))
+        self._done = True
+        cc.source_done()
+
+    def _after_exit(self, cc: Context, *, exit_code: int) -> None:
+        """The command ended: schedule an automatic restart, keep the source, or end it."""
+        decision = self._policy.decide(exit_code, self._restarts_in_row, uptime_s=time.monotonic() - self._started_at,
+                                       stopped=self._user_stopped)
+        self._restarts_in_row = decision.restarts
+        if decision.restart:
+            self._restart_at = time.monotonic() + decision.delay_s
+            return
+        if not self._keep:
+            self._done = True
+
+    def _carry_out(self, cc: Context, action: str) -> None:
+        """A request from the display: start, stop (SIGTERM), restart, kill (SIGKILL)."""
+        if action == "start":
+            if not self.running:
+                self._restart_at = None
+                self._restarts_in_row = 0
+                self._start_again(cc, "start")
+        elif action in ("stop", "kill"):
+            self._restart_at = None
+            if self.running:
+                self._user_stopped = True
+                self._signal_group(signal.SIGTERM if action == "stop" else signal.SIGKILL)
+        elif action == "restart":
+            self._restart_at = None
+            self._restarts_in_row = 0
+            if self.running:
+                self._user_stopped = True
+                self._kill()
+                self._pump(cc)
+                status = self._exit_status()
+                self._finish(cc, status if status is not None else -int(signal.SIGKILL))
+            self._start_again(cc, "restart")
+
+    def _start_again(self, cc: Context, note: str) -> None:
+        cc.emit(0, start_packet(note, ts=self._stamp.next(), stream_id=self._who.stream_id,
+                                agent_type=self._who.agent_type, name=self._who.name))
+        self._done = False
+        self._spawn(cc.node_name)
 
     def _pump(self, cc: Context) -> bool:
         """Emit what the PTY has, without blocking; True when something was read."""
@@ -198,6 +359,8 @@ class CommandSource(Kernel):
                 break
             try:
                 data = os.read(self._fd, 65536)
+            except BlockingIOError:
+                break
             except OSError as exc:
                 if exc.errno in (errno.EIO, errno.EBADF):  # Linux: the child side closed
                     self._eof = True
@@ -230,14 +393,13 @@ class CommandSource(Kernel):
         return int(proc.exitstatus or 0)
 
     def _finish(self, cc: Context, exit_code: int) -> None:
-        self._done = True
         self._close_fd()
         if draining(self._display):
             cc.emit(0, self._end(f"stopped ({describe_exit(exit_code)})", ok=True, exit_code=exit_code))
             return
-        ok = exit_code == 0
+        ok = exit_code == 0 or self._user_stopped
         note = describe_exit(exit_code)
-        if not ok:
+        if exit_code != 0 and not self._user_stopped:
             # The stream reports it (the end packet); the log only keeps a trace.
             cc.log(LogLevel.INFO, f"command {shlex.join(self._argv)} ended: {note}")
             if self._fail:
@@ -245,13 +407,37 @@ class CommandSource(Kernel):
                 raise RuntimeError(msg)
         cc.emit(0, self._end(note, ok=ok, exit_code=exit_code))
 
-    def _end(self, note: str, *, ok: bool, exit_code: int) -> object:
+    def _end(self, note: str, *, ok: bool, exit_code: int | None) -> object:
         return end_packet(note, ts=self._stamp.next(), stream_id=self._who.stream_id,
                           agent_type=self._who.agent_type, name=self._who.name, ok=ok, exit_code=exit_code)
+
+    def write_input(self, data: bytes) -> int:
+        """Write keys to the PTY without blocking; returns how many bytes it took."""
+        fd = self._fd
+        if fd < 0:
+            return len(data)  # nobody to read them: dropped, as on a terminal whose program exited
+        try:
+            return os.write(fd, data)
+        except BlockingIOError:
+            return 0
+        except OSError:
+            return len(data)
+
+    def waiting_for_input(self) -> bool:
+        """Whether the command's foreground process is blocked reading its terminal."""
+        fd = self._fd
+        return fd >= 0 and foreground_waiting(fd)
 
     def close(self, cc: Context) -> None:
         self._kill()
         self._close_fd()
+        control, self._control = self._control, None
+        if control is not None and self._display and self._who.stream_id is not None:
+            from ..terminal import get_display
+
+            display = get_display(self._display)
+            if display is not None:
+                display.detach_control(self._who.stream_id, control)
 
     def _kill(self) -> None:
         """SIGTERM the command's process group, SIGKILL it after the grace period, reap it."""
@@ -308,6 +494,53 @@ class CommandSource(Kernel):
         if self._proc is not None and self._fd >= 0:
             with contextlib.suppress(OSError):
                 self._proc.setwinsize(size[1], size[0])  # the command gets SIGWINCH
+
+
+class _Control:
+    """The display's handle on one command (see ``AgentControl``): thread-safe, never blocks.
+
+    Keys are queued and written by whichever thread comes first (the key reader at once, the
+    source's thread when the PTY was full), so a program that does not read cannot stall the
+    keyboard. Requests are carried out by the source's own thread at its next turn.
+    """
+
+    def __init__(self, source: CommandSource) -> None:
+        self._source = source
+        self._lock = threading.Lock()
+        self._input = bytearray()
+        self._requests: list[str] = []
+
+    def write(self, data: bytes) -> None:
+        with self._lock:
+            self._input += data
+            self._flush_locked()
+
+    def flush_input(self) -> None:
+        if self._input:
+            with self._lock:
+                self._flush_locked()
+
+    def _flush_locked(self) -> None:
+        while self._input:
+            taken = self._source.write_input(bytes(self._input[:4096]))
+            if taken <= 0:
+                return
+            del self._input[:taken]
+
+    def request(self, action: str) -> None:
+        if action not in ACTIONS:
+            msg = f"unknown agent action {action!r}; expected one of {', '.join(ACTIONS)}"
+            raise UsageError(msg)
+        with self._lock:
+            self._requests.append(action)
+
+    def take_requests(self) -> list[str]:
+        with self._lock:
+            taken, self._requests = self._requests, []
+            return taken
+
+    def waiting(self) -> bool:
+        return self._source.waiting_for_input()
 
 
 def _still_alive(proc: Any) -> bool:

@@ -10,9 +10,10 @@ key             type    meaning
                         index of the input port the packet arrived on
 ``agent_type``  int     :class:`~flowplex.transport.AgentType` value (0..7)
 ``agent``       str     the agent's label (``"planner"``)
-``kind``        str     ``"text"`` (a chunk of output, escape sequences included) or
+``kind``        str     ``"text"`` (a chunk of output, escape sequences included),
                         ``"end"`` (the stream finished; the text is a note such as
-                        ``"exit 0"``)
+                        ``"exit 0"``) or ``"start"`` (a finished stream runs again: a
+                        command restarted; the text is a note)
 ``ok``          bool    on ``end`` packets: whether the agent succeeded
 ``exit_code``   int     on ``end`` packets of commands: the exit status (``-N``: killed by
                         signal N)
@@ -41,6 +42,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KIND_END",
+    "KIND_START",
     "KIND_TEXT",
     "AgentChunk",
     "chunk_packet",
@@ -52,6 +54,7 @@ __all__ = [
 
 KIND_TEXT: Final = "text"
 KIND_END: Final = "end"
+KIND_START: Final = "start"
 META_STREAM_ID: Final = "stream_id"
 META_AGENT_TYPE: Final = "agent_type"
 META_AGENT: Final = "agent"
@@ -125,6 +128,11 @@ def end_packet(
     return p
 
 
+def start_packet(note: str, *, ts: int, stream_id: int | None, agent_type: AgentType, name: str) -> Packet:
+    """A ``start`` packet: the stream (a command) runs again; ``note`` says why (``"restart"``)."""
+    return _stamp(Packet.from_str(note, ts), stream_id, agent_type, name, KIND_START)
+
+
 def read_chunk(packet: Packet, *, default_stream_id: int | None = None, default_name: str = "") -> AgentChunk:
     """The chunk a packet carries. Any ``Str`` or ``Bytes`` packet is accepted: metadata that
     is missing takes the defaults (agent type ``ASSISTANT``)."""
@@ -146,7 +154,7 @@ def read_chunk(packet: Packet, *, default_stream_id: int | None = None, default_
         stream_id=sid if isinstance(sid, int) and not isinstance(sid, bool) else default_stream_id,
         agent_type=kind,
         name=name if isinstance(name, str) and name else default_name,
-        kind=KIND_END if what == KIND_END else KIND_TEXT,
+        kind=what if what in (KIND_END, KIND_START) else KIND_TEXT,
         pty=pty is True,
         ok=ok if isinstance(ok, bool) else True,
         exit_code=code if isinstance(code, int) and not isinstance(code, bool) else None,

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, final
 
 from ..kernels import Context, Contract, Kernel, kernel
 from ._common import option_error
-from ._packets import read_chunk
+from ._packets import KIND_START, read_chunk
 
 if TYPE_CHECKING:
     from ..terminal import Display
@@ -96,6 +96,9 @@ class TerminalSink(Kernel):
             if chunk.is_end:
                 display.add_agent(sid, chunk.name or None, chunk.agent_type)
                 display.end_stream(sid, chunk.text, ok=chunk.ok, exit_code=chunk.exit_code)
+            elif chunk.kind == KIND_START:
+                display.add_agent(sid, chunk.name or None, chunk.agent_type)
+                display.begin_stream(sid, chunk.text)
             else:
                 display.feed(sid, chunk.text, name=chunk.name or None, agent_type=chunk.agent_type, pty=chunk.pty)
 

@@ -6,6 +6,7 @@ writer while it is live, and print their summary with ``typer.echo`` after it st
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -18,7 +19,7 @@ import typer
 
 from ..errors import FlowplexError, GraphCancelled, UsageError
 from ._caps import TermCaps
-from ._display import Display
+from ._display import AgentInfo, Display
 from ._logmode import LogRenderer
 from ._proxy import redirect_std_streams
 from ._registry import register_display, resolve_mode
@@ -32,8 +33,10 @@ __all__ = ["agents", "demo", "split_commands"]
 
 DEMO_DISPLAY: Final = "demo"
 AGENTS_DISPLAY: Final = "agents"
-AGENTS_USAGE: Final = "usage: flowplex agents [--mode panes|log|auto] -- CMD1 ARGS -- CMD2 ARGS ..."
+AGENTS_USAGE: Final = ("usage: flowplex agents [--mode panes|log|auto] [-f agents.yaml] [--ring NAME] "
+                       "-- CMD1 ARGS -- CMD2 ARGS ...")
 _STOP_TIMEOUT_S: Final = 10.0
+_RING_FREE_IDS: Final = 1 << 30
 
 
 def demo(duration: float, mode: str) -> int:
@@ -55,6 +58,7 @@ def demo(duration: float, mode: str) -> int:
         typer.echo(f"flowplex demo: {exc}", err=True)
         return 2
     graph = _build_graph(yaml_text)
+    _declare_agents(display, yaml_text)
     started = time.monotonic()
     code, error = _run(graph, display, DEMO_DISPLAY, until=started + duration)
     elapsed = time.monotonic() - started
@@ -64,53 +68,122 @@ def demo(duration: float, mode: str) -> int:
     return code
 
 
-def agents(argv: list[str], mode: str) -> int:
+def agents(
+    argv: list[str],
+    mode: str,
+    *,
+    file: str | None = None,
+    ring: str | None = None,
+    ring_producers: int = 1,
+    typing_key: str = "ctrl-a",
+    bell: bool = True,
+) -> int:
     """Run commands side by side, each in its own PTY and pane: ``-- CMD1 ARGS -- CMD2 ARGS``.
+
+    ``file``: an agents file (:mod:`flowplex.terminal._agentsfile`) whose agents come first.
+    ``ring``: also show what other processes send to the shared-memory ring of that name (one
+    pane per stream id); it ends after ``ring_producers`` producers came and went.
 
     Ends when every command has exited (on a terminal with keys, after ``q``, so that the
     results stay readable). Returns 0 when every command exited 0, else the first failing
-    command's status (128+N for a signal), 2 for a usage error, 130 after Ctrl-C.
+    command's status (128+N for a signal) and names the failed ones on stderr; 2 for a usage
+    error, 130 after Ctrl-C.
     """
-    commands = split_commands(argv)
-    if not commands:
+    from ..errors import ConfigError
+    from ._agentsfile import entries_from_commands, load_agents_file, unique_names
+
+    try:
+        entries = load_agents_file(file) if file else []
+        extra = entries_from_commands(split_commands(argv))
+    except ConfigError as exc:
+        typer.echo(f"flowplex agents: {exc}", err=True)
+        return 2
+    names = unique_names((e.name for e in extra), taken=(e.name for e in entries))
+    entries += [dataclasses.replace(e, name=n) for e, n in zip(extra, names, strict=True)]
+    if not entries and ring is None:
         typer.echo(f"flowplex agents: no commands given\n{AGENTS_USAGE}", err=True)
         return 2
+    if ring is not None and not ring.strip():
+        typer.echo("flowplex agents: --ring: give the ring's name", err=True)
+        return 2
     try:
-        display = _make_display(mode, title="flowplex agents")
+        display = _make_display(mode, title="flowplex agents", typing_key=typing_key, bell=bell)
     except UsageError as exc:
         typer.echo(f"flowplex agents: {exc}", err=True)
         return 2
-    names = _unique_names([os.path.basename(cmd[0]) or cmd[0] for cmd in commands])
+    # Commands take stream ids of their own; with a ring, far from the ids its producers pick.
+    first_id = _RING_FREE_IDS if ring is not None else 1
     nodes: list[dict[str, object]] = []
     ports: list[str] = []
-    for i, (cmd, name) in enumerate(zip(commands, names, strict=True)):
+    for i, entry in enumerate(entries):
         port = f"out{i}"
         ports.append(port)
-        nodes.append({
-            "name": f"cmd{i}",
-            "kernel": "CommandSource",
-            "output_ports": [port],
-            "options": {"argv": cmd, "name": name, "stream_id": i + 1, "agent_type": "info",
-                        "display": AGENTS_DISPLAY},
-        })
-        display.add_agent(i + 1, name, "info")
+        options: dict[str, object] = {
+            "argv": list(entry.argv), "name": entry.name, "stream_id": first_id + i,
+            "agent_type": entry.agent_type.name.lower(), "display": AGENTS_DISPLAY,
+            "autostart": entry.autostart, "restart": entry.restart,
+            "restart_limit": entry.restart_limit if entry.restart_limit is not None else -1,
+            "restart_delay_s": entry.restart_delay_s,
+        }
+        if entry.cwd is not None:
+            options["cwd"] = entry.cwd
+        if entry.env:
+            options["env"] = dict(entry.env)
+        nodes.append({"name": f"cmd{i}", "kernel": "CommandSource", "output_ports": [port], "options": options})
+        display.add_agent(first_id + i, entry.name, entry.agent_type)
+    if ring is not None:
+        ports.append("ring")
+        nodes.append({"name": "ring", "kernel": "RingSource", "output_ports": ["ring"],
+                      "options": {"ring": ring.strip(), "expect_producers": max(1, ring_producers)}})
     nodes.append({"name": "screen", "kernel": "TerminalSink", "input_ports": ports,
                   "input_policy": {"type": "immediate"}, "options": {"display": AGENTS_DISPLAY}})
-    graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
+    try:
+        graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
+    except FlowplexError as exc:
+        typer.echo(f"flowplex agents: {exc}", err=True)
+        return 2
     started = time.monotonic()
     code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
     if error:
         typer.echo(f"flowplex agents: error: {error}", err=True)
-    _echo(display, summary("flowplex agents", display.stats(), time.monotonic() - started))
+    now = time.monotonic()
+    _echo(display, summary("flowplex agents", display.stats(), now - started))
+    infos = display.agents()
+    _echo(display, roster(infos, now))
     if code:
         return code
-    for info in display.agents():
-        if info.finished and not info.ok:
-            status = info.exit_code if info.exit_code is not None else 1
-            return status if status > 0 else 128 - status
-        if not info.finished:
-            return 1
+    failed = [info for info in infos if info.finished and not info.ok]
+    if failed:
+        named = ", ".join(f"{info.number} {info.name} ({info.note or 'failed'})" for info in failed)
+        typer.echo(f"flowplex agents: failed: {named}", err=True)
+        status = failed[0].exit_code if failed[0].exit_code is not None else 1
+        return status if status > 0 else 128 - status
+    unfinished = [info for info in infos if not info.finished]
+    if unfinished:
+        named = ", ".join(f"{info.number} {info.name}" for info in unfinished)
+        typer.echo(f"flowplex agents: did not finish: {named}", err=True)
+        return 1
     return 0
+
+
+def roster(infos: list[AgentInfo], now: float) -> str:
+    """The closing table: every agent's number, name, state, lines, bytes and run time.
+
+    >>> from flowplex.terminal import AgentInfo
+    >>> from flowplex.transport import AgentType
+    >>> a = AgentInfo(1, "bash", AgentType.INFO, 1, bytes_in=2048, finished=True, exit_code=0, lines=12,
+    ...               started_at=0.0, ended_at=1.5)
+    >>> print(roster([a], 2.0))
+       1  bash  exited (0)  12 lines  2.0 KB  1.5 s
+    """
+    if not infos:
+        return ""
+    rows = [(f"{i.number:>4}", i.name, i.state(now) + (f", {i.restarts} restarts" if i.restarts else ""),
+             f"{i.lines} lines", _size(i.bytes_in), f"{i.duration(now):.1f} s") for i in infos]
+    widths = [max(len(r[c]) for r in rows) for c in range(len(rows[0]))]
+    return "\n".join("  ".join(cell.ljust(w) if c in (1, 2) else cell.rjust(w)
+                               for c, (cell, w) in enumerate(zip(r, widths, strict=True))).rstrip()
+                     for r in rows)
 
 
 def split_commands(argv: list[str]) -> list[list[str]]:
@@ -173,23 +246,26 @@ def _size(n: int) -> str:
     return f"{n / (1024 * 1024):.1f} MB"
 
 
-def _unique_names(names: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    out: list[str] = []
-    for name in names:
-        seen[name] = seen.get(name, 0) + 1
-        out.append(name if seen[name] == 1 else f"{name}#{seen[name]}")
-    return out
-
-
-def _make_display(mode: str, *, title: str) -> Display:
+def _make_display(mode: str, *, title: str, typing_key: str = "ctrl-a", bell: bool = True) -> Display:
     writer = Writer(_stdout_fd())
     caps = TermCaps.detect(writer.fd)
     if resolve_mode(mode, caps) == "panes":
         from ._panes import PaneRenderer
 
-        return PaneRenderer(writer, caps, title=title)
+        return PaneRenderer(writer, caps, title=title, typing_key=typing_key, bell=bell)
     return LogRenderer(writer, caps)
+
+
+def _declare_agents(display: Display, yaml_text: str) -> None:
+    """Give the display every agent of the graph before it starts, in stream-id order, so that
+    the layout is final from the first frame (panes do not move as agents begin to talk)."""
+    import yaml
+
+    for node in yaml.safe_load(yaml_text).get("nodes", []):
+        options = node.get("options") or {}
+        sid = options.get("stream_id")
+        if isinstance(sid, int) and not isinstance(sid, bool):
+            display.add_agent(sid, options.get("name") or node.get("name"), options.get("agent_type"))
 
 
 def _build_graph(yaml_text: str) -> Graph:
@@ -217,15 +293,23 @@ def _run(graph: Graph, display: Display, name: str, *, until: float | None, ling
         stack.callback(_stop_graph, graph)
         try:
             graph.start()
+            hinted = False
             while not display.quit_requested.is_set():
                 if until is not None and time.monotonic() >= until:
                     break
                 if graph.state == GraphState.TERMINATED:
                     break
+                if linger and not hinted and _all_finished(display):
+                    # Exited commands keep their panes (and can be restarted) until q.
+                    _set_title(display, "all commands finished: press q to quit")
+                    hinted = True
                 display.quit_requested.wait(0.05)
             if linger and not display.quit_requested.is_set() and _has_keys(display):
-                _set_title(display, "all commands finished: press q to quit")
+                if not hinted:
+                    _set_title(display, "all commands finished: press q to quit")
                 display.quit_requested.wait()
+            if getattr(display, "interrupted", False):
+                code = 130
             _drain(graph, display)
         except GraphCancelled:
             pass
@@ -291,6 +375,11 @@ def _stop_graph(graph: Graph) -> None:
         pass
     finally:
         graph.close()
+
+
+def _all_finished(display: Display) -> bool:
+    infos = display.agents()
+    return bool(infos) and all(info.finished for info in infos)
 
 
 def _has_keys(display: Display) -> bool:

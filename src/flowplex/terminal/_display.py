@@ -26,6 +26,7 @@ from typing import ClassVar, Final
 from ..errors import StateError, UsageError
 from ..transport import AgentType
 from ._caps import TermCaps, terminal_size
+from ._control import AgentControl, state_word
 from ._sanitize import safe_label
 from ._stats import RenderStats
 from ._writer import Writer
@@ -35,6 +36,10 @@ log = logging.getLogger(__name__)
 __all__ = ["AgentInfo", "Display", "agent_type_of", "stream_order"]
 
 OVERFLOW_POLICIES: Final = ("drop", "block")
+ACTIVE_S: Final = 1.0
+"""An agent with output in the last second is ``running``; after that, ``idle``."""
+STATE_POLL_S: Final = 0.25
+"""How often the render thread asks the agents' controls whether they wait for input."""
 _IDLE_POLL_S: Final = 0.1
 """The render thread looks at least this often for a resize (the SIGWINCH handler only sets a
 flag: taking a lock inside a signal handler can deadlock the main thread)."""
@@ -87,6 +92,31 @@ class AgentInfo:
     pty: bool = False
     """The stream is a program's output through a pseudo-terminal (newlines already CRLF where
     the program wanted them); otherwise it is text, and ``\n`` starts a new line."""
+    lines: int = 0
+    """Newlines received."""
+    started_at: float | None = None
+    """When the current run of the agent began (its first output, or ``begin_stream``)."""
+    ended_at: float | None = None
+    last_output: float | None = None
+    waiting: bool = False
+    """Its foreground process is blocked reading the terminal (polled from its control)."""
+    restarts: int = 0
+    started: bool = True
+    """False for a command that is not started yet (``autostart: false``)."""
+    controllable: bool = False
+    """A control is attached: keys can reach it (typing mode, stop/restart/kill)."""
+
+    def state(self, now: float) -> str:
+        """The state word at monotonic time ``now`` (see :func:`~flowplex.terminal._control.state_word`)."""
+        active = self.last_output is not None and now - self.last_output < ACTIVE_S
+        return state_word(finished=self.finished, ok=self.ok, exit_code=self.exit_code,
+                          waiting=self.waiting, active=active, started=self.started)
+
+    def duration(self, now: float) -> float:
+        """Seconds the current run lasted (so far)."""
+        if self.started_at is None:
+            return 0.0
+        return (self.ended_at if self.ended_at is not None else now) - self.started_at
 
 
 class Display(ABC):
@@ -145,6 +175,8 @@ class Display(ABC):
         self._requested = 0
         self._completed = 0
         self._agents: dict[int, AgentInfo] = {}
+        self._controls: dict[int, AgentControl] = {}
+        self._next_poll = 0.0
         self._thread: threading.Thread | None = None
         self._started = False
         self._stopping = False
@@ -224,6 +256,12 @@ class Display(ABC):
                 self._wait_for_room(info)
             info.messages += 1
             info.bytes_in += len(raw)
+            if raw:
+                now = self._clock()
+                if info.started_at is None:
+                    info.started_at = now
+                info.last_output = now
+                info.lines += raw.count(b"\n")
             self._messages += 1
             self._bytes_in += len(raw)
             self._updates_since_frame += 1
@@ -250,8 +288,74 @@ class Display(ABC):
             info.ok = ok
             info.exit_code = exit_code
             info.note = safe_label(note, 60)
+            info.waiting = False
+            info.ended_at = self._clock()
+            if info.started_at is None:
+                info.started_at = info.ended_at
             self._on_end(info)
         self._wake.set()
+
+    def begin_stream(self, stream_id: int, note: str = "") -> None:
+        """The agent (re)started: a finished one runs again (its pane and counters stay)."""
+        with self._lock:
+            info = self._agent_locked(stream_id, None, None)
+            again = info.finished or info.started_at is not None
+            info.finished = False
+            info.ok = True
+            info.exit_code = None
+            info.note = ""
+            info.started = True
+            info.ended_at = None
+            info.started_at = self._clock()
+            if again:
+                info.restarts += 1
+            self._on_begin(info, safe_label(note, 60))
+        self._wake.set()
+
+    def attach_control(self, stream_id: int, control: AgentControl, *, started: bool = True) -> bool:
+        """Let keys reach the agent through ``control``; returns :attr:`keeps_agents`.
+
+        ``started`` False: the command waits for a start key (``autostart: false``).
+        """
+        with self._lock:
+            info = self._agent_locked(stream_id, None, None)
+            self._controls[stream_id] = control
+            info.controllable = True
+            info.started = started
+            self._on_agent_changed(info)
+        self._wake.set()
+        return self.keeps_agents
+
+    def detach_control(self, stream_id: int, control: AgentControl) -> None:
+        """Undo :meth:`attach_control` (the agent's source closed)."""
+        with self._lock:
+            if self._controls.get(stream_id) is control:
+                del self._controls[stream_id]
+                info = self._agents.get(stream_id)
+                if info is not None:
+                    info.controllable = False
+                    info.waiting = False
+
+    def control_of(self, stream_id: int) -> AgentControl | None:
+        """The control attached for ``stream_id``, if any (any thread)."""
+        with self._lock:
+            return self._controls.get(stream_id)
+
+    @property
+    def keeps_agents(self) -> bool:
+        """Whether an agent that exits keeps running its source, to be restarted from keys
+        (an interactive display); otherwise a command's source ends when it exits."""
+        return False
+
+    def agent_states(self) -> dict[str, int]:
+        """How many agents are in each state now (``{"running": 2, "exited (0)": 1}``)."""
+        now = self._clock()
+        with self._lock:
+            counts: dict[str, int] = {}
+            for info in self._agents.values():
+                word = info.state(now)
+                counts[word] = counts.get(word, 0) + 1
+            return counts
 
     def agents(self) -> list[AgentInfo]:
         """The agents seen so far, in stream-id order (copies)."""
@@ -399,6 +503,9 @@ class Display(ABC):
                         break
                     now = self._clock()
                 self._wake.clear()
+                if now >= self._next_poll:
+                    self._next_poll = now + STATE_POLL_S
+                    self._poll_states(now)
                 with self._frame_done:
                     target = self._requested
                 start = self._clock()
@@ -419,6 +526,24 @@ class Display(ABC):
         except Exception:  # a rendering bug must not kill the agents; say so and stop drawing
             log.exception("terminal.render.failed")
             self.quit_requested.set()
+
+    def _poll_states(self, now: float) -> None:
+        """Ask each control whether its agent waits for input; tell the renderer what changed."""
+        with self._lock:
+            controls = [(sid, c) for sid, c in self._controls.items()
+                        if not self._agents[sid].finished and self._agents[sid].started]
+        for sid, control in controls:
+            try:
+                waiting = control.waiting()
+            except Exception:  # a control that cannot tell is not waiting
+                log.debug("terminal.state.poll-failed agent=%d", sid, exc_info=True)
+                waiting = False
+            with self._lock:
+                info = self._agents[sid]
+                if waiting != info.waiting and not info.finished:
+                    info.waiting = waiting
+                    self._on_waiting(info)
+        self._on_poll(now)
 
     def _frame(self, now: float) -> bool:
         cpu = time.thread_time()
@@ -494,6 +619,15 @@ class Display(ABC):
     @abstractmethod
     def _on_end(self, info: AgentInfo) -> None:
         """The agent finished (lock held)."""
+
+    def _on_begin(self, info: AgentInfo, note: str) -> None:  # noqa: B027  (optional hook)
+        """The agent started again after it finished (lock held)."""
+
+    def _on_waiting(self, info: AgentInfo) -> None:  # noqa: B027  (optional hook)
+        """``info.waiting`` changed (lock held)."""
+
+    def _on_poll(self, now: float) -> None:  # noqa: B027  (optional hook)
+        """Called every :data:`STATE_POLL_S` on the render thread (states that change with time)."""
 
     def _on_resize(self) -> None:  # noqa: B027  (optional hook)
         """``self.caps`` has a new size (render thread)."""

@@ -9,10 +9,11 @@ from typing import Final
 
 __all__ = ["Layout", "Rect", "View", "grid_rects", "grid_shape", "plan_layout"]
 
-MIN_PANE_W: Final = 16
-"""Narrowest pane, borders included."""
-MIN_PANE_H: Final = 4
-"""Lowest pane, borders included (two lines of content)."""
+MIN_PANE_W: Final = 30
+"""Narrowest pane, borders included: 28 columns of text keep a line of agent output readable
+(at 80x24 the grid shows fewer, wider panes rather than many slivers)."""
+MIN_PANE_H: Final = 7
+"""Lowest pane, borders included (five lines of content)."""
 TARGET_ASPECT: Final = 3.0
 """Preferred content width/height in cells (cells are about twice as tall as wide)."""
 

@@ -25,10 +25,26 @@ from typing import Final
 from ..errors import UsageError
 from ._caps import TermCaps
 from ._compose import agent_style, border_rows, status_row, text_cells, ticker_row
+from ._control import AgentControl
 from ._diff import Canvas, FrameEncoder, blank_canvas
 from ._display import AgentInfo, Display
-from ._keys import KeyReader
+from ._keys import (
+    MOUSE_OFF,
+    MOUSE_ON,
+    MOUSE_RE,
+    PASTE_BEGIN,
+    PASTE_END,
+    PASTE_OFF,
+    PASTE_ON,
+    Key,
+    KeyReader,
+    Mouse,
+    Paste,
+    decode_input,
+    split_typing,
+)
 from ._layout import Layout, Rect, View, plan_layout
+from ._sanitize import safe_label
 from ._vt import VirtualTerminal
 from ._writer import Writer
 
@@ -37,6 +53,30 @@ __all__ = ["PaneRenderer"]
 SYNC_BEGIN: Final = "\x1b[?2026h"
 SYNC_END: Final = "\x1b[?2026l"
 _DEFAULT_VT: Final = (80, 24)
+_WHEEL_LINES: Final = 3
+_BRACKETED_PASTE_MODE: Final = 2004 << 5
+"""How pyte stores private mode 2004 (a program that asked for bracketed paste)."""
+NORMAL_HINTS: Final = "^a type  Tab/1-9 focus  z zoom  PgUp/PgDn scroll  / find  s r k stop restart kill  q quit "
+TYPING_HINTS: Final = "keys go to the agent  {key} leaves typing mode "
+
+
+def typing_key_byte(name: str) -> bytes:
+    """The byte of a typing key given as ``ctrl-a``, ``^a`` or ``C-a`` (letters, ``[ \\ ] ^ _``).
+
+    >>> typing_key_byte("ctrl-b")
+    b'\\x02'
+    """
+    text = name.strip().lower()
+    for lead in ("ctrl-", "ctrl+", "c-", "^"):
+        if text.startswith(lead):
+            text = text[len(lead):]
+            break
+    else:
+        text = ""
+    if len(text) == 1 and ("a" <= text <= "z" or text in "[\\]^_"):
+        return bytes([ord(text.upper()) & 0x1F])
+    msg = f"--typing-key {name!r}: expected a control key such as ctrl-a, ctrl-b or ctrl-]"
+    raise UsageError(msg)
 
 
 @dataclass(slots=True)
@@ -54,6 +94,8 @@ class _Pane:
     sized: bool = False
     """A layout has given the pane its size (until then ``size`` is a placeholder)."""
     ended_line: bool = True
+    shown_title: str = ""
+    """The title last drawn (redrawn when its state, scroll position or typing mode changes)."""
 
 
 class PaneRenderer(Display):
@@ -61,8 +103,20 @@ class PaneRenderer(Display):
 
     Keys (when standard input is a terminal): ``Tab``/``Shift-Tab`` cycle the focus, ``1``-``9``
     focus an agent, ``z`` or ``Enter`` zooms the focused agent, ``t`` toggles the ticker view
-    (each agent's last line), ``g``/``Esc`` returns to the grid, ``q`` sets
-    :attr:`quit_requested`. Hidden panes count unread lines in the status bar.
+    (each agent's last line), ``g``/``Esc`` returns to the grid, ``PgUp``/``PgDn`` scroll the
+    focused pane's history (``End`` back to live), ``/`` searches it (``n``/``N`` again), ``s``
+    stops (SIGTERM) or starts the focused command, ``r`` restarts it, ``k`` kills it (SIGKILL),
+    ``x`` closes the pane of an agent that ended, ``q`` (or Ctrl-C) sets
+    :attr:`quit_requested`. A mouse click focuses a pane, the wheel scrolls it.
+
+    Typing mode (``typing_key``, default Ctrl-a, enters and leaves it; pressed twice it sends
+    itself): every key, paste (bracketed, when the program asked for it) and control key
+    (Ctrl-C, Ctrl-Z, Ctrl-D) goes to the focused agent's PTY, whose line discipline signals its
+    foreground process group. The status bar says which mode is on.
+
+    Each pane's title shows its agent's state (running, idle, waiting, exited (N), killed
+    (SIG)); the status bar counts agents per state and names the waiting ones first, and the
+    bell rings once when an agent starts waiting for input (``bell=False`` turns it off).
 
     Args:
         writer: The single writer (default: standard output).
@@ -75,6 +129,10 @@ class PaneRenderer(Display):
             for the next frame, so one flooding agent cannot stall the screen.
         keys: Read keys from standard input (None: when it is a terminal).
         title: Shown at the left of the status bar.
+        typing_key: The key that enters and leaves typing mode (``ctrl-a``).
+        bell: Ring the terminal bell when an agent starts waiting for input.
+        mouse: Report mouse clicks and the wheel (when keys are read).
+        history: Lines of scrollback kept per pane.
         size_fn, clock, overflow, block_timeout_s: See :class:`Display`.
     """
 
@@ -91,6 +149,10 @@ class PaneRenderer(Display):
         feed_budget_bytes: int = 1 << 18,
         keys: bool | None = None,
         title: str = "flowplex",
+        typing_key: str = "ctrl-a",
+        bell: bool = True,
+        mouse: bool = True,
+        history: int = 10_000,
         size_fn: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         overflow: str = "drop",
@@ -105,8 +167,25 @@ class PaneRenderer(Display):
         self.max_pending_bytes = int(max_pending_bytes)
         self.feed_budget_bytes = int(feed_budget_bytes)
         self.title = title
+        self._typing_key = typing_key_byte(typing_key)
+        self._typing_name = f"Ctrl-{chr(self._typing_key[0] + 0x60)}"
+        self.bell = bool(bell)
+        self._mouse = bool(mouse)
+        if history < 0:
+            msg = f"PaneRenderer(history={history!r}): expected a number of lines >= 0"
+            raise UsageError(msg)
+        self.history = int(history)
         self._want_keys = keys
         self._keys: KeyReader | None = None
+        self._typing = False
+        self._prompt: str | None = None
+        """The search being typed after ``/`` (None: no prompt)."""
+        self._search = ""
+        self._notice = ""
+        """A one-off message for the status bar (a search that found nothing...)."""
+        self._ring_bell = False
+        self.interrupted = False
+        """Ctrl-C was pressed outside typing mode (the host exits with 130)."""
         # Shared with feeding threads (under self._lock).
         self._panes: dict[int, _Pane] = {}
         self._order: list[_Pane] = []
@@ -163,22 +242,231 @@ class PaneRenderer(Display):
         lead = b"" if pane.ended_line else b"\r\n"
         pane.pending += lead + f"\x1b[0;{colour}m{rule} {note}\x1b[0m\r\n".encode()
 
+    def _on_begin(self, info: AgentInfo, note: str) -> None:
+        pane = self._panes.get(info.stream_id)
+        if pane is None:
+            return
+        pane.chrome_dirty = True
+        rule = "──" if self.caps.unicode else "--"
+        lead = b"" if pane.ended_line else b"\r\n"
+        pane.pending += lead + f"\x1b[0;2m{rule} {note or 'start'}\x1b[0m\r\n".encode()
+
+    def _on_waiting(self, info: AgentInfo) -> None:
+        pane = self._panes.get(info.stream_id)
+        if pane is not None:
+            pane.chrome_dirty = True
+        if info.waiting and self.bell:
+            self._ring_bell = True
+        self._wake.set()
+
+    def _on_poll(self, now: float) -> None:
+        # "running" turns into "idle" a second after the last output: a frame redraws the titles.
+        self._wake.set()
+
+    @property
+    def keeps_agents(self) -> bool:
+        return self.interactive
+
     # -- keys and queries (any thread) --------------------------------------------------------------
 
-    def handle_key(self, key: str) -> None:
-        """Focus, zoom, ticker and quit keys (see the class docstring)."""
+    @property
+    def typing(self) -> bool:
+        """Whether typing mode is on: keys go to the focused agent."""
+        return self._typing
+
+    def handle_input(self, data: bytes) -> None:
+        """Bytes read from the keyboard (raw mode): typing mode, mouse, paste, or keys."""
+        while data:
+            if self._typing:
+                data = self._type(data)
+                continue
+            k = data.find(self._typing_key)
+            head, data = (data, b"") if k < 0 else (data[:k], data[k + len(self._typing_key):])
+            for event in decode_input(head):
+                self._handle_event(event)
+            if k >= 0:
+                self._set_typing(True)
+                if not self._typing:
+                    return  # nothing to type into: the rest is not for an agent either
+
+    def _type(self, data: bytes) -> bytes:
+        """Typing mode: hand ``data`` to the focused agent up to the typing key; the rest comes back."""
+        mice, data = _take_mouse(data)
+        for mouse in mice:
+            self._handle_event(mouse)
+        text, pressed, rest = split_typing(data, self._typing_key)
+        if text:
+            control = self._focused_control()
+            if control is not None:
+                control.write(self._paste_for(text))
+                self._scroll_focused_live()
+        if pressed:
+            self._set_typing(False)
+            return rest
+        return b""
+
+    def _paste_for(self, data: bytes) -> bytes:
+        """Keep the paste markers only for a program that asked for bracketed paste."""
+        if PASTE_BEGIN not in data:
+            return data
         with self._lock:
+            pane = self._order[self._focus] if self._focus < len(self._order) else None
+        vt = pane.vt if pane is not None else None
+        if vt is not None and _BRACKETED_PASTE_MODE in vt.screen.mode:
+            return data
+        return data.replace(PASTE_BEGIN, b"").replace(PASTE_END, b"")
+
+    def _set_typing(self, on: bool) -> None:
+        with self._lock:
+            pane = self._order[self._focus] if self._focus < len(self._order) else None
+            if on and (pane is None or not pane.info.controllable):
+                self._notice = "typing: the focused agent takes no input" if pane is not None else ""
+                on = False
+            self._typing = on
+            self._status = ""
+        self._wake.set()
+
+    def _focused_control(self) -> AgentControl | None:
+        with self._lock:
+            pane = self._order[self._focus] if self._focus < len(self._order) else None
+            return None if pane is None else self._controls.get(pane.info.stream_id)
+
+    def _handle_event(self, event: Key | Mouse | Paste) -> None:
+        if isinstance(event, Key):
+            self.handle_key(event.name)
+        elif isinstance(event, Mouse):
+            self._handle_mouse(event)
+        # A paste outside typing mode is not for flowplex's keys: ignored.
+
+    def _handle_mouse(self, event: Mouse) -> None:
+        layout = self._layout
+        if layout is None or not event.pressed:
+            return
+        for index, rect in layout.panes:
+            if rect.x <= event.x < rect.x + rect.w and rect.y <= event.y < rect.y + rect.h:
+                if event.wheel:
+                    self._scroll(index, -event.wheel * _WHEEL_LINES)
+                elif event.button & 3 == 0:
+                    with self._lock:
+                        if index != self._focus:
+                            self._focus = index
+                            self._layout_dirty = self._view is not View.GRID
+                            for pane in self._order:
+                                pane.chrome_dirty = True
+                            self._status = ""
+                    self._wake.set()
+                return
+
+    def _scroll(self, index: int, lines: int) -> None:
+        """Scroll pane ``index`` back (``lines`` > 0) or forward in its history."""
+        with self._lock:
+            pane = self._order[index] if index < len(self._order) else None
+            vt = pane.vt if pane is not None else None
+            if vt is not None and vt.scroll_view(lines):
+                self._status = ""
+        self._wake.set()
+
+    def _scroll_focused_live(self) -> None:
+        with self._lock:
+            pane = self._order[self._focus] if self._focus < len(self._order) else None
+            vt = pane.vt if pane is not None else None
+            if vt is not None and vt.view_offset:
+                vt.scroll_to_live()
+                self._status = ""
+        self._wake.set()
+
+    def _prompt_key(self, key: str) -> None:
+        """A key while the search prompt is open (lock held)."""
+        assert self._prompt is not None
+        if key == "enter":
+            self._search, self._prompt = self._prompt, None
+            self._find(backwards=True)
+        elif key in ("esc", "ctrl-c", "ctrl-g"):
+            self._prompt = None
+        elif key == "backspace":
+            self._prompt = self._prompt[:-1]
+        elif len(key) == 1:
+            self._prompt += key
+        self._status = ""
+
+    def _find(self, *, backwards: bool) -> None:
+        """Search the focused pane's history for the last search (lock held)."""
+        pane = self._order[self._focus] if self._focus < len(self._order) else None
+        vt = pane.vt if pane is not None else None
+        if vt is None or not self._search:
+            return
+        if vt.search(self._search, backwards=backwards) is None:
+            self._notice = f"not found: {safe_label(self._search, 40)}"
+        self._status = ""
+
+    def _act(self, action: str) -> None:
+        """Stop/start, restart or kill the focused agent (lock held)."""
+        pane = self._order[self._focus] if self._focus < len(self._order) else None
+        if pane is None:
+            return
+        control = self._controls.get(pane.info.stream_id)
+        if control is None:
+            self._notice = f"{pane.info.name} is not a command: nothing to {action}"
+            return
+        if action == "stop" and (pane.info.finished or not pane.info.started):
+            action = "start"
+        control.request(action)
+        self._notice = f"{action}: {pane.info.name}"
+        self._status = ""
+
+    def _close_pane(self) -> None:
+        """Remove the focused pane if its agent ended (lock held)."""
+        if self._focus >= len(self._order):
+            return
+        pane = self._order[self._focus]
+        if not pane.info.finished:
+            self._notice = f"{pane.info.name} still runs: stop it (s) or kill it (k) first"
+            return
+        self._order.pop(self._focus)
+        del self._panes[pane.info.stream_id]
+        self._focus = min(self._focus, max(0, len(self._order) - 1))
+        self._layout_dirty = True
+
+    def handle_key(self, key: str) -> None:
+        """Focus, zoom, ticker, scrollback, search, agent control and quit keys (class docstring)."""
+        with self._lock:
+            if self._prompt is not None:
+                self._prompt_key(key)
+                self._wake.set()
+                return
             n = len(self._order)
             view, focus = self._view, self._focus
+            self._notice = ""
             if key in ("q", "Q"):
+                self.quit_requested.set()
+            elif key == "ctrl-c":
+                self.interrupted = True
                 self.quit_requested.set()
             elif n and key in ("tab", "right", "down"):
                 focus = (focus + 1) % n
             elif n and key in ("btab", "left", "up"):
                 focus = (focus - 1) % n
             elif len(key) == 1 and key.isdigit() and key != "0":
-                if int(key) <= n:
-                    focus = int(key) - 1
+                focus = next((i for i, p in enumerate(self._order) if p.info.number == int(key)), focus)
+            elif key in ("pgup", "pgdn") and n:
+                pane = self._order[focus]
+                if pane.vt is not None:
+                    page = max(1, pane.vt.lines - 1)
+                    pane.vt.scroll_view(page if key == "pgup" else -page)
+            elif key == "end" and n:
+                vt = self._order[focus].vt
+                if vt is not None:
+                    vt.scroll_to_live()
+            elif key == "/" and n:
+                self._prompt = ""
+            elif key in ("n", "N") and n:
+                self._find(backwards=key == "n")
+            elif key in ("s", "r", "k") and n:
+                self._act({"s": "stop", "r": "restart", "k": "kill"}[key])
+            elif key == "x" and n:
+                self._close_pane()
+                n = len(self._order)
+                view, focus = self._view, self._focus
             elif key in ("z", "enter"):
                 view = View.GRID if view is View.ZOOM else View.ZOOM
             elif key == "t":
@@ -188,6 +476,7 @@ class PaneRenderer(Display):
             if (view, focus) != (self._view, self._focus):
                 self._view, self._focus = view, focus
                 self._layout_dirty = True
+            self._status = ""
         self._wake.set()
 
     @property
@@ -210,7 +499,25 @@ class PaneRenderer(Display):
         before the first layout."""
         with self._lock:
             pane = self._panes.get(stream_id)
-            return pane.size if pane is not None and pane.sized else None
+            if pane is None:
+                return None
+            if not pane.sized:
+                self._plan_sizes_locked()
+            return pane.size if pane.sized else None
+
+    def _plan_sizes_locked(self) -> None:
+        """Give every pane the size the next layout will give it, so that a program started
+        before the first frame sees its real size (lock held)."""
+        layout = plan_layout(len(self._order), self.caps.columns, self.caps.rows, self._view, self._focus)
+        default: tuple[int, int] | None = None
+        for index, rect in layout.panes:
+            pane = self._order[index]
+            pane.size = (max(1, rect.inner.w), max(1, rect.inner.h))
+            pane.sized = True
+            default = default or pane.size
+        for pane in self._order:
+            if not pane.sized and default is not None:
+                pane.size, pane.sized = default, True
 
     # -- lifecycle ----------------------------------------------------------------------------------
 
@@ -221,12 +528,15 @@ class PaneRenderer(Display):
         if want is None:
             want = self.caps.is_tty and _stdin_is_tty()
         if want:
-            reader = KeyReader(0, self.handle_key)
+            reader = KeyReader(0, on_input=self.handle_input)
             if reader.start():
                 self._keys = reader
+                modes = PASTE_ON + (MOUSE_ON if self._mouse else "")
+                self.writer.write(modes.encode())
 
     def _leave(self) -> None:
         if self._keys is not None:
+            self.writer.write((PASTE_OFF + (MOUSE_OFF if self._mouse else "")).encode())
             self._keys.stop()
             self._keys = None
         if self.caps.alt_screen:
@@ -304,7 +614,7 @@ class PaneRenderer(Display):
         for pane, data in feeds:
             vt = pane.vt
             if vt is None:
-                vt = pane.vt = VirtualTerminal(*pane.size, newline_mode=not pane.info.pty)
+                vt = pane.vt = VirtualTerminal(*pane.size, newline_mode=not pane.info.pty, history=self.history)
             vt.feed(data)
             if id(pane) in hidden:
                 pane.unread += data.count(b"\n")
@@ -314,7 +624,8 @@ class PaneRenderer(Display):
         for index, rect in layout.panes:
             pane = order[index]
             focused = index == focus
-            if pane.chrome_dirty or relayout or id(pane) in recolour:
+            if (pane.chrome_dirty or relayout or id(pane) in recolour
+                    or self._title(pane, focused)[0] != pane.shown_title):
                 self._draw_chrome(pane, rect, focused, touched)
             self._draw_content(enc, pane, rect, focused, now, final, touched)
         if view is View.TICKER and (feeds or relayout or chrome):
@@ -334,6 +645,9 @@ class PaneRenderer(Display):
         self._sgr = enc.style
         # The cursor is hidden while the frame draws (it already is unless the last frame showed it).
         out = [SYNC_BEGIN if self.caps.synchronized_output else "", "\x1b[?25l" if shown else "", body]
+        if self._ring_bell:
+            self._ring_bell = False
+            out.append("\a")
         if cursor[2]:
             out.append(f"\x1b[{cursor[1] + 1};{cursor[0] + 1}H\x1b[?25h")
         if self.caps.synchronized_output:
@@ -360,7 +674,7 @@ class PaneRenderer(Display):
         for index, _rect in layout.panes:
             pane = order[index]
             if pane.vt is None:
-                pane.vt = VirtualTerminal(*pane.size, newline_mode=not pane.info.pty)
+                pane.vt = VirtualTerminal(*pane.size, newline_mode=not pane.info.pty, history=self.history)
             elif (pane.vt.columns, pane.vt.lines) != pane.size:
                 pane.vt.resize(*pane.size)
             pane.full_repaint = True
@@ -375,16 +689,27 @@ class PaneRenderer(Display):
                         pane.sized = True
         self._status = ""
 
-    def _draw_chrome(self, pane: _Pane, rect: Rect, focused: bool, touched: dict[int, list[tuple[int, int]]]) -> None:
+    def _title(self, pane: _Pane, focused: bool) -> tuple[str, str]:
+        """A pane's title (number, name, state, scroll position, typing) and its right-hand note."""
         info = pane.info
-        style = agent_style(info.agent_type, focused=focused)
-        title = f"{info.number} {info.name} · {info.agent_type.name.lower()}"
+        vt = pane.vt
+        scrolled = f" · ↑{vt.view_offset}" if vt is not None and vt.view_offset else ""
+        typing = " · typing" if focused and self._typing else ""
+        kind = info.agent_type.name.lower()
+        title = f"{info.number} {info.name} · {kind} · {info.state(self._clock())}{scrolled}{typing}"
         if not self.caps.unicode:
-            title = title.replace("·", "-")
+            title = title.replace("·", "-").replace("↑", "^")
         note = ""
         if info.finished:
             mark = ("✓ " if info.ok else "✗ ") if self.caps.unicode else ""
             note = mark + (info.note or ("done" if info.ok else "failed"))
+        return title, note
+
+    def _draw_chrome(self, pane: _Pane, rect: Rect, focused: bool, touched: dict[int, list[tuple[int, int]]]) -> None:
+        info = pane.info
+        style = agent_style(info.agent_type, focused=focused)
+        title, note = self._title(pane, focused)
+        pane.shown_title = title
         top, bottom, side = border_rows(rect.w, title, note, style, unicode=self.caps.unicode, focused=focused)
         back = self._back
         x0, x1 = rect.x, rect.x + rect.w
@@ -468,13 +793,33 @@ class PaneRenderer(Display):
     def _draw_status(self, order: list[_Pane], layout: Layout, touched: dict[int, list[tuple[int, int]]]) -> None:
         dot = " · " if self.caps.unicode else " - "
         shown = {index for index, _ in layout.panes}
-        parts = [f" {self.title}", f"{len(order)} agents", layout.view.value]
-        if layout.view is not View.TICKER:
-            for i, pane in enumerate(order):
-                if i not in shown and pane.unread:
-                    parts.append(f"{pane.info.number} {pane.info.name} +{pane.unread}")
+        now = self._clock()
+        states: dict[str, int] = {}
+        for pane in order:
+            word = pane.info.state(now).split(" (")[0]
+            states[word] = states.get(word, 0) + 1
+        # Waiting agents first: they are the ones that need the user.
+        counts = [f"{states.pop('waiting')} waiting"] if "waiting" in states else []
+        counts += [f"{count} {word}" for word, count in sorted(states.items())]
+        if self._prompt is not None:
+            parts = [f" /{self._prompt}"]
+        elif self._typing:
+            focused = order[self._focus].info if self._focus < len(order) else None
+            who = f"{focused.number} {focused.name}" if focused is not None else "?"
+            parts = [f" TYPING → {who}" if self.caps.unicode else f" TYPING -> {who}", *counts]
+        else:
+            parts = [f" {self.title}", f"{len(order)} agents", layout.view.value, *counts]
+            waiting = [p.info for p in order if p.info.waiting and not p.info.finished]
+            if waiting:
+                parts.append("needs input: " + " ".join(f"{i.number} {i.name}" for i in waiting))
+            if layout.view is not View.TICKER:
+                for i, pane in enumerate(order):
+                    if i not in shown and pane.unread:
+                        parts.append(f"{pane.info.number} {pane.info.name} +{pane.unread}")
+        if self._notice:
+            parts.append(self._notice)
         left = dot.join(parts)
-        right = "Tab/1-9 focus  z zoom  t ticker  q quit "
+        right = TYPING_HINTS.format(key=self._typing_name) if self._typing else NORMAL_HINTS
         if left == self._status:
             return
         self._status = left
@@ -495,6 +840,22 @@ class PaneRenderer(Display):
         if not (0 <= x < inner.w and 0 <= y < inner.h):
             return 0, 0, False
         return inner.x + x, inner.y + y, visible
+
+
+def _take_mouse(data: bytes) -> tuple[list[Mouse], bytes]:
+    """The mouse reports in ``data`` (typing mode keeps them for flowplex), and the rest."""
+    if b"\x1b[<" not in data:
+        return [], data
+    mice: list[Mouse] = []
+    rest = bytearray()
+    i = 0
+    for match in MOUSE_RE.finditer(data):
+        rest += data[i:match.start()]
+        b, x, y, kind = match.groups()
+        mice.append(Mouse(int(b), int(x) - 1, int(y) - 1, kind == b"M"))
+        i = match.end()
+    rest += data[i:]
+    return mice, bytes(rest)
 
 
 def _touch(touched: dict[int, list[tuple[int, int]]], y: int, x0: int, x1: int) -> None:

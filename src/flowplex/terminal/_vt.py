@@ -9,11 +9,21 @@ a cell may hold only printable text whose width matches what pyte laid out.
 pyte's ``draw`` handles one character at a time; :class:`_FastScreen` adds a fast path for
 runs of printable ASCII in the default modes (the bulk of agent output) that writes whole runs
 into the line at once, with identical results.
+
+Scrollback: a line that leaves the top of the screen because the whole screen scrolled up (an
+index at the bottom with no scroll region, or with a region as tall as the screen) is kept in a
+bounded history, as are the lines a shrinking resize drops at the top. The alternate screen
+(``ESC[?1049h``, ``?1047h``, ``?47h``) is a separate buffer, as on xterm: what a full-screen
+program draws there never reaches the history, and the main screen comes back when it leaves.
+``ESC[3J`` clears the history (xterm's "erase saved lines"; ``clear`` sends it) and leaves the
+screen alone. The view can be scrolled back into the history and searched; see
+:class:`VirtualTerminal`.
 """
 
 from __future__ import annotations
 
 import unicodedata
+from collections import deque
 from functools import lru_cache
 from itertools import repeat
 from operator import itemgetter
@@ -25,6 +35,8 @@ from pyte import modes as mo
 from pyte.screens import Char
 from wcwidth import wcswidth, wcwidth
 
+from ..errors import UsageError
+
 __all__ = ["BLANK", "DATA", "Cell", "VirtualTerminal"]
 
 Cell = Char
@@ -34,6 +46,9 @@ Cell = Char
 BLANK: Final = Char(" ")
 DATA: Final = itemgetter(0)
 _DECCOLM_PRIVATE: Final = 3
+_ALT_SCREEN_CURSOR: Final = 1049  # alternate screen, saving the cursor on entry
+_ALT_SCREENS: Final = frozenset({47, 1047, _ALT_SCREEN_CURSOR})
+_ERASE_SAVED_LINES: Final = 3
 _MAX_CACHED_STYLES: Final = 256
 _ZWJ: Final = "\u200d"
 
@@ -53,14 +68,34 @@ class _CellCache(dict[str, Char]):
         return cell
 
 
-class _FastScreen(pyte.Screen):
-    """A pyte screen with a fast ASCII path, a scroll counter, and no 132-column switch."""
+HistoryLine = tuple[Char, ...]
+"""A line kept in the history: its cells up to the last one ever written, as wide as the
+screen was when it scrolled off (the view pads or crops it to the current width)."""
 
-    def __init__(self, columns: int, lines: int) -> None:
+
+class _FastScreen(pyte.Screen):
+    """A pyte screen with a fast ASCII path, a scroll counter, bounded scrollback, an
+    alternate screen, and no 132-column switch."""
+
+    def __init__(self, columns: int, lines: int, history: int = 0) -> None:
         self._cells: dict[Char, _CellCache] = {}
         self.scrolled = 0
         """Whole-screen scroll-ups since the renderer last looked (it resets this)."""
+        self.history: deque[HistoryLine] = deque(maxlen=history)
+        """Lines scrolled off the top of the main screen, oldest first."""
+        self.pushed = 0
+        """Lines that ever left the top of the main screen (kept, dropped or cleared): the
+        absolute index of screen line 0 in the agent's whole transcript."""
+        self.main: dict[int, Any] | None = None
+        """The main screen's lines while the alternate screen is shown, else None."""
         super().__init__(columns, lines)
+
+    def keep(self, line: Any) -> None:
+        """Put a line leaving the top of the main screen into the history."""
+        if self.main is None:
+            if self.history.maxlen:
+                self.history.append(_compact(line, self.columns))
+            self.pushed += 1
 
     def draw(self, data: str) -> None:
         if (
@@ -155,20 +190,32 @@ class _FastScreen(pyte.Screen):
 
     def index(self) -> None:
         # pyte's index, minus its per-line defaultdict churn: only existing lines move.
-        top, bottom = self.margins or (0, self.lines - 1)
+        lines = self.lines
+        top, bottom = self.margins or (0, lines - 1)
         if self.cursor.y != bottom:
             self.cursor_down()
             return
-        if top == 0 and bottom == self.lines - 1:
-            self.scrolled += 1
-        self.dirty.update(range(self.lines))
+        self.dirty.update(range(lines))
         buffer = self.buffer
-        moved = {}
-        for y, line in buffer.items():
-            if y < top or y > bottom:
-                moved[y] = line
-            elif y > top:
-                moved[y - 1] = line
+        if top == 0 and bottom == lines - 1 and len(buffer) <= lines:
+            # The whole screen scrolls (the usual case, made quick): line 0 leaves the top.
+            self.scrolled += 1
+            gone = buffer.pop(0, None)
+            if self.main is None:
+                if self.history.maxlen:
+                    self.history.append(_compact(gone, self.columns))
+                self.pushed += 1
+            moved = {y - 1: line for y, line in buffer.items()}
+        else:
+            if top == 0 and bottom == lines - 1:
+                self.scrolled += 1
+                self.keep(buffer.get(0))
+            moved = {}
+            for y, line in buffer.items():
+                if y < top or y > bottom:
+                    moved[y] = line
+                elif y > top:
+                    moved[y - 1] = line
         buffer.clear()
         buffer.update(moved)
 
@@ -176,30 +223,87 @@ class _FastScreen(pyte.Screen):
         # DECCOLM would make the virtual screen 132 columns wide, wider than its pane.
         if kwargs.get("private"):
             modes = tuple(m for m in modes if m != _DECCOLM_PRIVATE)
+            for m in _ALT_SCREENS.intersection(modes):
+                self._enter_alt(save_cursor=m == _ALT_SCREEN_CURSOR)
         super().set_mode(*modes, **kwargs)
 
     def reset_mode(self, *modes: int, **kwargs: Any) -> None:
         if kwargs.get("private"):
             modes = tuple(m for m in modes if m != _DECCOLM_PRIVATE)
+            for m in _ALT_SCREENS.intersection(modes):
+                self._leave_alt(restore_cursor=m == _ALT_SCREEN_CURSOR)
         super().reset_mode(*modes, **kwargs)
+
+    def _enter_alt(self, *, save_cursor: bool) -> None:
+        """Show a blank alternate screen, keeping the main one aside (xterm's 47/1047/1049)."""
+        if self.main is not None:
+            return
+        if save_cursor:
+            self.save_cursor()
+        self.main = dict(self.buffer)
+        self.buffer.clear()
+        self.dirty.update(range(self.lines))
+
+    def _leave_alt(self, *, restore_cursor: bool) -> None:
+        """Bring the main screen back, cut to the current size if it changed meanwhile."""
+        main = self.main
+        if main is None:
+            return
+        self.main = None
+        columns = self.columns
+        self.buffer.clear()
+        for y, line in main.items():
+            if y < self.lines:
+                for x in [x for x in line if x >= columns]:
+                    del line[x]
+                self.buffer[y] = line
+        self.dirty.update(range(self.lines))
+        if restore_cursor:
+            self.restore_cursor()
+
+    def erase_in_display(self, how: int = 0, *args: Any, **kwargs: Any) -> None:
+        # ED 3 erases the saved lines only, as on xterm (pyte would clear the screen).
+        if how == _ERASE_SAVED_LINES:
+            self.history.clear()
+            return
+        super().erase_in_display(how, *args, **kwargs)
+
+    def reset(self) -> None:
+        # RIS leaves the alternate screen (xterm); the cleared screen is the main one.
+        self.main = None
+        super().reset()
 
 
 class VirtualTerminal:
     """An agent's virtual screen: bytes in (``feed``), checked rows of cells out (``row``).
 
+    Lines have absolute indices in the agent's whole transcript: 0 is the first line that ever
+    scrolled into the history, and screen line ``y`` is ``view_top + view_offset + y``. The
+    view shows ``lines`` consecutive lines ending ``view_offset`` lines above the live screen's
+    bottom; ``row``, ``dirty`` and ``match_line`` speak in view rows. While scrolled back the
+    view stays on the same lines as new output arrives (the offset grows with each line that
+    scrolls into the history), until the lines under it are dropped from the bounded history:
+    it then shows the oldest lines kept, which move as more are dropped.
+
     Owned by the render thread; not thread-safe.
     """
 
-    __slots__ = ("errors", "screen", "stream")
+    __slots__ = ("_match", "_offset", "_view_dirty", "errors", "screen", "stream")
 
-    def __init__(self, columns: int, lines: int, *, newline_mode: bool = False) -> None:
-        self.screen = _FastScreen(max(1, columns), max(1, lines))
+    def __init__(self, columns: int, lines: int, *, newline_mode: bool = False, history: int = 10_000) -> None:
+        if isinstance(history, bool) or not isinstance(history, int) or history < 0:
+            msg = f"VirtualTerminal(history={history!r}): expected a number of lines >= 0 (0 keeps no scrollback)"
+            raise UsageError(msg)
+        self.screen = _FastScreen(max(1, columns), max(1, lines), history)
         if newline_mode:
             # Text (not a program behind a PTY): "\n" starts a new line, as a PTY's ONLCR would.
             self.screen.set_mode(mo.LNM)
         self.stream = pyte.ByteStream(self.screen)
         self.errors = 0
         """Chunks pyte failed on (its parser is reset; the pane goes on)."""
+        self._offset = 0
+        self._view_dirty: set[int] = set()
+        self._match: tuple[int, str] | None = None  # absolute line and text of the last search hit
 
     @property
     def columns(self) -> int:
@@ -213,36 +317,115 @@ class VirtualTerminal:
 
     @property
     def dirty(self) -> set[int]:
-        """Lines changed since the renderer last cleared the set."""
+        """View rows changed since the renderer last cleared the set."""
         dirty: set[int] = self.screen.dirty
-        return dirty
+        if not self._offset:
+            return dirty
+        # Scrolled back: screen line y is on view row y + offset, if that is on the view at all.
+        view = self._view_dirty
+        if dirty:
+            shift, lines = self._offset, self.screen.lines
+            view.update(y + shift for y in dirty if y + shift < lines)
+            dirty.clear()
+        return view
+
+    @property
+    def history_len(self) -> int:
+        """Lines in the history now (at most the ``history`` given)."""
+        return len(self.screen.history)
+
+    @property
+    def view_offset(self) -> int:
+        """How many lines the view is scrolled back from the live screen (0: live)."""
+        return self._offset
+
+    @property
+    def view_top(self) -> int:
+        """Absolute index of the line on view row 0."""
+        return int(self.screen.pushed) - self._offset
+
+    @property
+    def lines_total(self) -> int:
+        """Lines the agent has produced, roughly: those that scrolled into the history (even if
+        since dropped or cleared) plus the live screen down to its last non-blank line."""
+        buffer = self.screen.buffer
+        for y in range(self.screen.lines - 1, -1, -1):
+            line = buffer.get(y)
+            if line and "".join(map(DATA, line.values())).strip():
+                return int(self.screen.pushed) + y + 1
+        return int(self.screen.pushed)
 
     def take_scrolled(self) -> int:
-        """Whole-screen scroll-ups since the last call."""
-        n = int(self.screen.scrolled)
+        """Whole-screen scroll-ups of the view since the last call (none while scrolled back:
+        the view then stays on the lines it shows)."""
+        n = 0 if self._offset else int(self.screen.scrolled)
         self.screen.scrolled = 0
         return n
 
     def feed(self, data: bytes) -> None:
         """Run ``data`` through the emulator."""
+        pushed = self.screen.pushed
         try:
             self.stream.feed(data)
         except Exception:  # pyte raises on some malformed input; one bad chunk must not kill the pane
             self.errors += 1
             self.stream = pyte.ByteStream(self.screen)
+        if self._offset:
+            self._follow(pushed)
+
+    def _follow(self, pushed: int) -> None:
+        """Keep a scrolled-back view on its lines after ``screen.pushed`` was ``pushed``."""
+        offset = self._offset + self.screen.pushed - pushed
+        kept = len(self.screen.history)
+        if offset > kept:  # the lines under the view were dropped (or ESC[3J cleared them all)
+            offset = kept
+            self._mark_all()
+        self._offset = offset
+        if not offset:
+            self._view_dirty.clear()
+
+    def _mark_all(self) -> None:
+        """Every view row must be drawn again."""
+        rows = range(self.screen.lines)
+        self.screen.dirty.update(rows)
+        if self._offset:
+            self._view_dirty.update(rows)
+
+    def scroll_view(self, delta: int) -> bool:
+        """Scroll the view ``delta`` lines back into the history (negative: towards the live
+        screen), clamped to ``[0, history_len]``; True if the view moved."""
+        offset = min(max(self._offset + delta, 0), len(self.screen.history))
+        return self._set_offset(offset)
+
+    def scroll_to_live(self) -> bool:
+        """Show the live screen again; True if the view moved."""
+        return self._set_offset(0)
+
+    def _set_offset(self, offset: int) -> bool:
+        if offset == self._offset:
+            return False
+        self._offset = offset
+        self._view_dirty.clear()
+        self._mark_all()
+        self.screen.scrolled = 0  # everything is redrawn anyway
+        return True
 
     def resize(self, columns: int, lines: int) -> None:
         """Give the screen a new size.
 
         When it gets lower, lines are dropped at the top only as far as needed to keep the
         cursor on screen (pyte alone drops them all at the top, taking the text just written
-        with them); when it gets narrower, the right part of each line is cut.
+        with them), into the history; when it gets narrower, the right part of each line is
+        cut. History lines keep their text: the view pads or crops them.
         """
         screen = self.screen
         lines, columns = max(1, lines), max(1, columns)
+        pushed = screen.pushed
         if lines < screen.lines:
             drop = max(0, screen.cursor.y - lines + 1)
             buffer = screen.buffer
+            for y in range(drop):
+                screen.keep(buffer.get(y))
             kept = {y - drop: buffer[y] for y in list(buffer) if drop <= y < drop + lines}
             buffer.clear()
             buffer.update(kept)
@@ -250,34 +433,143 @@ class VirtualTerminal:
             screen.lines = lines
             screen.margins = None
         screen.resize(lines, columns)
-        screen.dirty.update(range(screen.lines))
+        if self._offset:
+            self._follow(pushed)
+        self._view_dirty.clear()
+        self._mark_all()
 
     def cursor(self) -> tuple[int, int, bool]:
-        """``(x, y, visible)`` of the emulated cursor."""
+        """``(x, y, visible)`` of the emulated cursor; never visible while scrolled back."""
         c = self.screen.cursor
-        visible = mo.DECTCEM in self.screen.mode and not c.hidden
+        visible = mo.DECTCEM in self.screen.mode and not c.hidden and not self._offset
         return min(int(c.x), self.columns - 1), int(c.y), visible
 
     def row(self, y: int) -> list[Char]:
-        """Line ``y`` as exactly ``columns`` safe cells."""
+        """View row ``y`` (from the history or the live screen) as exactly ``columns`` safe cells."""
+        if y < self._offset:
+            history = self.screen.history
+            return self._history_row(history[len(history) - self._offset + y])
+        return self._live_row(y - self._offset)
+
+    def _live_row(self, y: int) -> list[Char]:
         line = self.screen.buffer[y]
         columns = self.screen.columns
         cells: list[Char] = list(map(line.get, range(columns), repeat(line.default, columns)))
-        text = "".join(map(DATA, cells))
-        if len(text) == len(cells) and text.isascii() and text.isprintable():
-            return cells
-        return safe_cells(cells)
+        return _checked(cells)
+
+    def _history_row(self, kept: HistoryLine) -> list[Char]:
+        columns = self.screen.columns
+        cells = list(kept[:columns])
+        if len(cells) < columns:
+            cells.extend(repeat(BLANK, columns - len(cells)))
+        return _checked(cells)
+
+    def _line_text(self, index: int) -> str:
+        """The text of absolute line ``index`` (history or live screen), as stored."""
+        screen = self.screen
+        pos = index - screen.pushed
+        if pos < 0:
+            return "".join(map(DATA, screen.history[len(screen.history) + pos]))
+        line = screen.buffer.get(pos)
+        if not line:
+            return ""
+        return "".join(map(DATA, map(line.get, range(screen.columns), repeat(line.default))))
+
+    def search(self, text: str, *, backwards: bool = True, start: int | None = None) -> int | None:
+        """Find the next line holding ``text`` and scroll the view to it; its absolute index,
+        or None (view unchanged) when no line holds it.
+
+        Smart case, as less -i: all-lowercase ``text`` matches any case, otherwise case counts.
+        The search starts at absolute line ``start`` (included; a start beyond the newest line
+        kept searching backwards is the newest, beyond the oldest forwards the oldest), by
+        default just past the last match if it is in view, else at the view's bottom row
+        (``backwards``, towards older lines) or top row (forwards, towards the live screen).
+        A match on the view leaves it still; one on the live screen shows the live screen;
+        else the matched line goes to the view's top row. Text that wraps onto the next line
+        is matched per line only.
+        """
+        if not isinstance(text, str) or not text:
+            msg = f"search({text!r}): expected the text to look for, a non-empty string"
+            raise UsageError(msg)
+        screen = self.screen
+        first = screen.pushed - len(screen.history)
+        last = screen.pushed + screen.lines - 1
+        top = self.view_top
+        step = -1 if backwards else 1
+        if start is None:
+            match = self._match
+            if match is not None and top <= match[0] < top + screen.lines:
+                start = match[0] + step
+            else:
+                start = top + screen.lines - 1 if backwards else top
+        # Clamped towards the lines kept only: a start past the oldest (or newest) one, in the
+        # direction searched, finds nothing.
+        start = min(start, last) if backwards else max(start, first)
+        fold = text == text.lower()
+        stop = first - 1 if backwards else last + 1
+        for index in range(start, stop, step):
+            line = self._line_text(index)
+            if text in (line.lower() if fold else line):
+                break
+        else:
+            return None
+        self._match = (index, text)
+        if not top <= index < top + screen.lines:
+            self._set_offset(0 if index >= screen.pushed else screen.pushed - index)
+        return index
+
+    def match_line(self) -> int | None:
+        """View row of the last search match, or None when it is not in view (or none yet)."""
+        span = self.match_span()
+        return None if span is None else span[0]
+
+    def match_span(self) -> tuple[int, int, int] | None:
+        """``(row, x0, x1)``: view row and cell columns ``[x0, x1)`` of the last search match,
+        for the renderer to highlight; None when it is not in view (or none yet)."""
+        if self._match is None:
+            return None
+        index, text = self._match
+        row = index - self.view_top
+        if not 0 <= row < self.screen.lines:
+            return None
+        cells = self.row(row)
+        line = "".join(map(DATA, cells))
+        found = (line.lower() if text == text.lower() else line).find(text)
+        if found < 0:  # the line changed (or was cropped) since the search
+            return None
+        # String index -> columns: a wide character's right half is a cell with no text.
+        end = found + len(text)
+        x0, x1, pos = 0, len(cells), 0
+        for x, cell in enumerate(cells):
+            n = len(cell.data)
+            if pos <= found < pos + n:
+                x0 = x
+            pos += n
+            if pos >= end:
+                x1 = x + 1
+                break
+        while x1 < len(cells) and cells[x1].data == "":
+            x1 += 1
+        return row, x0, x1
 
     def last_text(self) -> str:
-        """The last non-blank line, as plain text (for the ticker view)."""
+        """The last non-blank line of the live screen, as plain text (for the ticker view)."""
         buffer = self.screen.buffer
         for y in range(self.screen.lines - 1, -1, -1):
             if y not in buffer:
                 continue
-            text = "".join(c.data for c in self.row(y)).rstrip()
+            text = "".join(c.data for c in self._live_row(y)).rstrip()
             if text:
                 return text
         return ""
+
+
+def _checked(cells: list[Char]) -> list[Char]:
+    """``cells`` as they are when plain ASCII (the usual case, checked at once), else made safe."""
+    text = "".join(map(DATA, cells))
+    if len(text) == len(cells) and text.isascii() and text.isprintable():
+        return cells
+    return safe_cells(cells)
 
 
 def safe_cells(cells: list[Char]) -> list[Char]:
@@ -313,6 +605,31 @@ def safe_cells(cells: list[Char]) -> list[Char]:
             out.append(c._replace(data=" " if width == 2 else "?"))
         i += 1
     return out
+
+
+class _InOrder(dict[int, tuple[int, ...]]):
+    """n → ``(0, 1, ..., n - 1)``, made on first use: the keys of a line written left to right."""
+
+    def __missing__(self, n: int) -> tuple[int, ...]:
+        keys = self[n] = tuple(range(n))
+        return keys
+
+
+_IN_ORDER: Final = _InOrder()
+
+
+def _compact(line: Any, columns: int) -> HistoryLine:
+    """The cells of a screen line up to the last one written (at most ``columns``)."""
+    # A tuple of cells takes a seventh of the dict the screen held them in. Most lines were
+    # written left to right, so their cells are the dict's values in order (checked: quick).
+    if not line:
+        return ()
+    keys = tuple(line)
+    n = len(keys)
+    if n <= columns and keys == _IN_ORDER[n]:
+        return tuple(line.values())
+    n = min(max(keys) + 1, columns)
+    return tuple(map(line.get, range(n), repeat(line.default, n)))
 
 
 @lru_cache(maxsize=8192)
