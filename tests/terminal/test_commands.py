@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from collections.abc import Iterator
 
@@ -127,3 +128,38 @@ def test_a_closed_pipe_ends_the_demo_quietly() -> None:
     assert time.monotonic() - start < 15
     with proc.stderr:
         assert proc.stderr.read() == b""
+
+
+def test_agents_ring_shows_what_another_process_sends() -> None:
+    """`flowplex agents --ring NAME`: a separate process sends two streams through the ring."""
+    name = f"fp-agents-{os.getpid()}"
+    producer = textwrap.dedent(f"""
+        import time
+        from flowplex.agents import AgentChunk, to_ring
+        from flowplex.transport import AgentType, Ring
+        deadline = time.monotonic() + 20
+        while True:  # the viewer creates the ring: wait for it
+            try:
+                ring = Ring.attach({name!r})
+                break
+            except Exception:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+        with ring, ring.producer() as p:
+            for i in range(200):
+                to_ring(p, AgentChunk(f"alpha {{i}}\\n", 7, AgentType.ASSISTANT, "", ts=i), timeout=10)
+                to_ring(p, AgentChunk(f"beta {{i}}\\n", 9, AgentType.ERROR, "", ts=i), timeout=10)
+    """)
+    viewer = subprocess.Popen([*CLI, "agents", "--mode", "log", "--ring", name], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, env=ENV, stdin=subprocess.DEVNULL)
+    sender = subprocess.run([sys.executable, "-c", producer], env=ENV, timeout=60, capture_output=True)
+    assert sender.returncode == 0, sender.stderr.decode()
+    out, err = viewer.communicate(timeout=30)
+    assert viewer.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    # One agent per stream id, every line in order, each labelled by its stream.
+    alpha = [line.split(" | ", 1)[1] for line in lines if line.startswith("agent-7")]
+    beta = [line.split(" | ", 1)[1] for line in lines if line.startswith("agent-9")]
+    assert alpha == [f"alpha {i}" for i in range(200)]
+    assert beta == [f"beta {i}" for i in range(200)]

@@ -25,7 +25,8 @@ class TerminalSink(Kernel):
 
     Every input port carries chunks of the agent-stream convention; a packet without a
     ``stream_id`` belongs to the stream numbered like its input port, labelled with the port's
-    edge name. Give the node ``input_policy: {type: immediate}`` when several sources feed it,
+    edge name; one with a ``stream_id`` but no ``agent`` label (a ring carries many streams) is
+    labelled ``agent-<id>``. Give the node ``input_policy: {type: immediate}`` when several sources feed it,
     so that each chunk is drawn when it arrives rather than aligned by timestamp.
 
     Ports: inputs 0..N-1 (Str or Bytes chunks); no outputs.
@@ -91,16 +92,19 @@ class TerminalSink(Kernel):
         for i in range(cc.num_inputs):
             if cc.input_is_empty(i):
                 continue
-            chunk = read_chunk(cc.input(i), default_stream_id=i, default_name=self._names[i])
+            chunk = read_chunk(cc.input(i))
             sid = chunk.stream_id if chunk.stream_id is not None else i
+            # A stream of its own (a ring carries many) without a label is `agent-<id>`; a port's
+            # only stream is named after the port's edge.
+            name = chunk.name or (self._names[i] if chunk.stream_id is None else "")
             if chunk.is_end:
-                display.add_agent(sid, chunk.name or None, chunk.agent_type)
+                display.add_agent(sid, name or None, chunk.agent_type)
                 display.end_stream(sid, chunk.text, ok=chunk.ok, exit_code=chunk.exit_code)
             elif chunk.kind == KIND_START:
-                display.add_agent(sid, chunk.name or None, chunk.agent_type)
+                display.add_agent(sid, name or None, chunk.agent_type)
                 display.begin_stream(sid, chunk.text)
             else:
-                display.feed(sid, chunk.text, name=chunk.name or None, agent_type=chunk.agent_type, pty=chunk.pty)
+                display.feed(sid, chunk.text, name=name or None, agent_type=chunk.agent_type, pty=chunk.pty)
 
     def close(self, cc: Context) -> None:
         display, self._display = self._display, None

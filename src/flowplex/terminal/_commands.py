@@ -152,13 +152,14 @@ def agents(
     _echo(display, roster(infos, now))
     if code:
         return code
-    failed = [info for info in infos if info.finished and not info.ok]
+    failed = [info for info in infos if info.finished and not info.ok]  # commands only: streams end ok
     if failed:
         named = ", ".join(f"{info.number} {info.name} ({info.note or 'failed'})" for info in failed)
         typer.echo(f"flowplex agents: failed: {named}", err=True)
         status = failed[0].exit_code if failed[0].exit_code is not None else 1
         return status if status > 0 else 128 - status
-    unfinished = [info for info in infos if not info.finished]
+    commands = range(first_id, first_id + len(entries))  # a ring's streams have no exit status
+    unfinished = [info for info in infos if not info.finished and info.stream_id in commands]
     if unfinished:
         named = ", ".join(f"{info.number} {info.name}" for info in unfinished)
         typer.echo(f"flowplex agents: did not finish: {named}", err=True)
