@@ -45,7 +45,7 @@ from ._keys import (
 )
 from ._layout import Layout, Rect, View, plan_layout
 from ._sanitize import safe_label
-from ._vt import VirtualTerminal
+from ._vt import Cell, VirtualTerminal
 from ._writer import Writer
 
 __all__ = ["PaneRenderer"]
@@ -362,7 +362,8 @@ class PaneRenderer(Display):
         with self._lock:
             pane = self._order[index] if index < len(self._order) else None
             vt = pane.vt if pane is not None else None
-            if vt is not None and vt.scroll_view(lines):
+            if pane is not None and vt is not None and vt.scroll_view(lines):
+                _view_moved(pane)
                 self._status = ""
         self._wake.set()
 
@@ -370,8 +371,8 @@ class PaneRenderer(Display):
         with self._lock:
             pane = self._order[self._focus] if self._focus < len(self._order) else None
             vt = pane.vt if pane is not None else None
-            if vt is not None and vt.view_offset:
-                vt.scroll_to_live()
+            if pane is not None and vt is not None and vt.scroll_to_live():
+                _view_moved(pane)
                 self._status = ""
         self._wake.set()
 
@@ -397,6 +398,8 @@ class PaneRenderer(Display):
             return
         if vt.search(self._search, backwards=backwards) is None:
             self._notice = f"not found: {safe_label(self._search, 40)}"
+        elif pane is not None:
+            _view_moved(pane)  # the match is highlighted even where the view stayed
         self._status = ""
 
     def _act(self, action: str) -> None:
@@ -452,11 +455,12 @@ class PaneRenderer(Display):
                 pane = self._order[focus]
                 if pane.vt is not None:
                     page = max(1, pane.vt.lines - 1)
-                    pane.vt.scroll_view(page if key == "pgup" else -page)
+                    if pane.vt.scroll_view(page if key == "pgup" else -page):
+                        _view_moved(pane)
             elif key == "end" and n:
-                vt = self._order[focus].vt
-                if vt is not None:
-                    vt.scroll_to_live()
+                pane = self._order[focus]
+                if pane.vt is not None and pane.vt.scroll_to_live():
+                    _view_moved(pane)
             elif key == "/" and n:
                 self._prompt = ""
             elif key in ("n", "N") and n:
@@ -765,11 +769,14 @@ class PaneRenderer(Display):
             for y in range(inner.y + inner.h - scrolled, inner.y + inner.h):
                 _touch(touched, y, rect.x, rect.x + rect.w)
         width = inner.w
+        match = vt.match_span() if focused else None
         for line in lines:
             if line >= inner.h:
                 continue
             y = inner.y + line
             cells = vt.row(line)
+            if match is not None and match[0] == line:
+                cells = _highlight(cells, match[1], match[2])
             back[y][x0:x1] = cells if len(cells) == width else cells[:width]
             _touch(touched, y, x0, x1)
         vt.dirty.clear()
@@ -840,6 +847,20 @@ class PaneRenderer(Display):
         if not (0 <= x < inner.w and 0 <= y < inner.h):
             return 0, 0, False
         return inner.x + x, inner.y + y, visible
+
+
+def _view_moved(pane: _Pane) -> None:
+    """The pane's view scrolled or jumped: repaint it whole (no terminal scroll from before)."""
+    pane.full_repaint = True
+    pane.scroll_acc = 0
+
+
+def _highlight(cells: list[Cell], x0: int, x1: int) -> list[Cell]:
+    """``cells`` with the search match ``x0:x1`` in reverse video."""
+    out = list(cells)
+    for x in range(max(0, x0), min(len(out), x1)):
+        out[x] = out[x]._replace(reverse=not out[x].reverse)
+    return out
 
 
 def _take_mouse(data: bytes) -> tuple[list[Mouse], bytes]:
