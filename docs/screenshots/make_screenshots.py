@@ -537,12 +537,14 @@ def screen_text(screen: pyte.Screen) -> list[str]:
 
 @dataclass(frozen=True)
 class Capture:
-    """One screenshot in a run: keys to send first, then wait for ``ready`` and ``after_s``."""
+    """One screenshot in a run: wait for ``before`` (if any), send keys, then wait for ``ready``
+    and ``after_s``."""
 
     name: str
     ready: Callable[[list[str]], bool]
     after_s: float
     keys: tuple[str, ...] = ()
+    before: Callable[[list[str]], bool] | None = None
 
 
 @dataclass(frozen=True)
@@ -625,6 +627,8 @@ def take(run: Run, *, timeout_s: float = 30.0) -> dict[str, ReplayScreen]:
     try:
         tmux.start(run.columns, run.rows, pane_command(run.argv))
         for capture in run.captures:
+            if capture.before is not None:
+                _wait(tmux, capture.name, capture.before, timeout_s)
             for key in capture.keys:
                 tmux("send-keys", "-t", "shots", key)
             start = time.monotonic()
@@ -642,6 +646,16 @@ def take(run: Run, *, timeout_s: float = 30.0) -> dict[str, ReplayScreen]:
     return shots
 
 
+def _wait(tmux: Tmux, name: str, ready: Callable[[list[str]], bool], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not ready(tmux.text()):
+        if time.monotonic() > deadline:
+            screen = "\n".join(tmux.text()).rstrip()
+            msg = f"{name}: the screen was not ready after {timeout_s:.0f} s; it showed:\n{screen}"
+            raise SystemExit(msg)
+        time.sleep(0.1)
+
+
 def _shows(*, status: Sequence[str], top: str = "") -> Callable[[list[str]], bool]:
     """Ready when the status line (the last non-empty row) shows each word and the top row shows ``top``."""
 
@@ -653,8 +667,10 @@ def _shows(*, status: Sequence[str], top: str = "") -> Callable[[list[str]], boo
 
 
 def runs(settle_s: float) -> list[Run]:
-    """The shots the docs use: the demo's panes at 160x50 and 80x24, and one agent zoomed."""
+    """The shots the docs use: the demo's panes at 160x50 and 80x24, one agent zoomed, and
+    ``flowplex agents`` with keys typed into a REPL."""
     demo = (sys.executable, *CLI, "demo", "--mode", "panes", "--duration", str(round(settle_s * 2 + 20)))
+    agents = (sys.executable, *CLI, "agents", "--mode", "panes", "-f", str(HERE.parent.parent / "examples" / "agents_team.yaml"))
     return [
         Run(160, 50, demo, (
             Capture("panes-160x50", _shows(status=("flowplex demo", "grid")), settle_s),
@@ -662,6 +678,11 @@ def runs(settle_s: float) -> list[Run]:
             Capture("zoom-160x50", _shows(status=("zoom",), top="2 coder"), 3.0, keys=("2", "z")),
         )),
         Run(80, 24, demo, (Capture("panes-80x24", _shows(status=("flowplex demo",)), settle_s),)),
+        # `flowplex agents -f examples/agents_team.yaml`, typing into the REPL (Ctrl-a).
+        Run(160, 50, agents, (
+            Capture("agents-160x50", lambda lines: any("42" in line for line in lines[1:5]), 2.0,
+                    keys=("C-a", "print(6*7)", "Enter"), before=lambda lines: any(">>>" in line for line in lines)),
+        )),
     ]
 
 
