@@ -34,6 +34,14 @@ DEMO_DISPLAY: Final = "demo"
 AGENTS_DISPLAY: Final = "agents"
 AGENTS_USAGE: Final = "usage: flowplex agents [--mode panes|log|auto] -- CMD1 ARGS -- CMD2 ARGS ..."
 _STOP_TIMEOUT_S: Final = 10.0
+_LIVE_BLOCK_S: Final = 1.0
+"""How long log mode on a live terminal holds an agent back before it drops lines."""
+_FILE_FPS: Final = 240.0
+"""Writes per second into a file or a pipe: nobody watches frames there, and a producer that
+waits for room waits for the next write."""
+_SINK_QUEUE_PACKETS: Final = 16
+"""The sink's input-queue bound per command: back-pressure instead of an unbounded backlog.
+At least one source invocation's batch (CommandSource emits up to 8 reads, a tail and an end)."""
 
 
 def demo(duration: float, mode: str) -> int:
@@ -95,7 +103,8 @@ def agents(argv: list[str], mode: str) -> int:
         })
         display.add_agent(i + 1, name, "info")
     nodes.append({"name": "screen", "kernel": "TerminalSink", "input_ports": ports,
-                  "input_policy": {"type": "immediate"}, "options": {"display": AGENTS_DISPLAY}})
+                  "input_policy": {"type": "immediate"}, "input_queues": {"packets": _SINK_QUEUE_PACKETS},
+                  "options": {"display": AGENTS_DISPLAY}})
     graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
     started = time.monotonic()
     code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
@@ -105,10 +114,14 @@ def agents(argv: list[str], mode: str) -> int:
     if code:
         return code
     for info in display.agents():
+        if info.stream_id < 0:
+            continue  # the stdout/stderr proxies are not commands
         if info.finished and not info.ok:
             status = info.exit_code if info.exit_code is not None else 1
+            typer.echo(f"flowplex agents: {info.name} failed ({info.note or 'failed'})", err=True)
             return status if status > 0 else 128 - status
         if not info.finished:
+            typer.echo(f"flowplex agents: {info.name} did not finish", err=True)
             return 1
     return 0
 
@@ -189,7 +202,14 @@ def _make_display(mode: str, *, title: str) -> Display:
         from ._panes import PaneRenderer
 
         return PaneRenderer(writer, caps, title=title)
-    return LogRenderer(writer, caps)
+    if caps.is_tty:
+        # A live terminal that cannot keep up holds the agents back a moment, then loses lines
+        # (counted, and a notice line says how many) rather than freezing them.
+        return LogRenderer(writer, caps, overflow="block", block_timeout_s=_LIVE_BLOCK_S)
+    # A file or a pipe: lossless. The display waits for the writer, the sink for the display,
+    # and the sink's bounded input queues make the engine pause the commands' reads (the PTYs
+    # fill and the programs' writes block). Lines are never cut by time: nobody watches them form.
+    return LogRenderer(writer, caps, overflow="block", block_timeout_s=None, fps=_FILE_FPS, partial_flush_s=None)
 
 
 def _build_graph(yaml_text: str) -> Graph:
