@@ -199,8 +199,8 @@ def test_ctrl_c_while_blocked_on_a_full_pipe_ends_the_run(tmp_path: Path) -> Non
     marker = f"flowplex-sigint-{os.getpid()}"
     cmd = [sys.executable, "-c", f"for i in range(10**9): print(i)  # {marker}"]
     proc = subprocess.Popen(agents_argv(cmd, cmd), stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV,
-                            stdin=subprocess.DEVNULL, bufsize=0,
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # not ignored, as in a background job
+                            stdin=subprocess.DEVNULL, bufsize=0,  # SIGINT not ignored, unlike a background job:
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     proc.stdout.read(65536)
     time.sleep(1.0)  # the pipe fills; everything upstream waits
