@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import itertools
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flowplex.terminal import LogRenderer, TermCaps, Writer
 from flowplex.transport import AgentType
@@ -351,3 +354,38 @@ def test_a_notice_is_a_line_of_its_own(plain_log: tuple[LogRenderer, Term]) -> N
     display.feed(1, b" line\n")
     display.stop()
     assert term.data.decode().splitlines() == ["[flowplex] warning: [31mdisk full", "a | half line"]
+
+
+_PIECES = st.sampled_from(["word", " ", "\t", "é中", "\x1b[31m", "\x1b[0m", "\r\n", "\n", "\x1b[H\x1b[2J", "\x1b[3A",
+                           "\x1b]0;t\x07", "\x1b[?1049h", "\x1b[?1049l", "\r"])
+
+
+@given(st.lists(_PIECES, max_size=60), st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_how_the_output_is_split_into_chunks_never_changes_the_log(pieces: list[str], cuts: list[int]) -> None:
+    data = "".join(pieces).encode()
+
+    def log(chunks: list[bytes]) -> bytes:
+        out = io.BytesIO()
+        display = LogRenderer(Writer(out), TermCaps(is_tty=False), clock=lambda: 0.0, overflow="block",
+                              block_timeout_s=None)
+        display.add_agent(1, "a")
+        for chunk in chunks:
+            display.feed(1, chunk, name="a")
+        display.end_stream(1, "exit 0")
+        with display:
+            pass
+        return out.getvalue()
+
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    assert log([data[a:b] for a, b in itertools.pairwise(bounds)]) == log([data])
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Cf")), max_size=30), max_size=40))
+def test_without_screen_control_every_line_is_logged_whole_and_in_order(lines: list[str]) -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), partial_flush_s=None, max_pending_lines=3,
+                          overflow="block", block_timeout_s=None)
+    with display:
+        for line in lines:
+            display.feed(1, (line + "\r\n").encode(), name="a", pty=True)
+    assert out.getvalue().decode().split("\n") == [*(f"a | {line}" for line in lines), ""]
