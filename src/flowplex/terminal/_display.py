@@ -100,7 +100,7 @@ class Display(ABC):
     Lifecycle: construct → :meth:`start` (takes over the terminal, starts the render thread;
     call it on the main thread so that SIGWINCH can be handled) → ``feed``/``end_stream`` from
     any thread → :meth:`stop` (renders what is left, restores the terminal). Use it as a context
-    manager. ``feed`` never blocks on the terminal.
+    manager. ``feed`` waits for the terminal only under ``overflow="block"``.
 
     Args:
         writer: The single writer; default: standard output.
@@ -223,7 +223,8 @@ class Display(ABC):
         agent_type: object = None,
         pty: bool | None = None,
     ) -> None:
-        """Queue a chunk of an agent's output for display; returns at once (any thread).
+        """Queue a chunk of an agent's output for display (any thread); returns at once, unless
+        ``overflow="block"`` and the buffer is full: then it waits for room (see the class).
 
         Args:
             stream_id: Which agent; a new id adds an agent.
