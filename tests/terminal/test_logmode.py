@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import io
+import itertools
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from flowplex.terminal import LogRenderer, TermCaps, Writer
 from flowplex.transport import AgentType
@@ -217,3 +220,172 @@ def test_slow_terminal_drops_or_blocks_as_configured(overflow: str) -> None:
 def test_bad_overflow_is_refused() -> None:
     with pytest.raises(ValueError, match=r"LogRenderer\(overflow='wait'\): expected one of drop, block"):
         LogRenderer(Writer(io.BytesIO()), TermCaps(is_tty=False), overflow="wait")
+
+
+# -- screen control inside an agent's output (see the rule in flowplex.terminal._logmode) --------
+
+
+def clocked_log(clock: FakeClock, *, tty: bool = False) -> tuple[LogRenderer, io.BytesIO]:
+    out = io.BytesIO()
+    caps = TermCaps(is_tty=tty, columns=60, rows=12, colour=False)
+    return LogRenderer(Writer(out), caps, clock=clock), out
+
+
+def test_lines_after_a_clear_are_logged_once_no_redraw_follows(clock: FakeClock) -> None:
+    display, out = clocked_log(clock)
+    with display:
+        display.feed(1, b"before\r\n\x1b[H\x1b[2J\x1b[3Jline 1\r\nline 2\r\n", name="sh")
+        assert display.flush()
+        assert out.getvalue() == b"sh | before\n"  # held back: is it a frame?
+        clock.advance(1.5)
+        assert display.flush()
+        assert out.getvalue() == b"sh | before\nsh | line 1\nsh | line 2\n"
+        display.feed(1, b"after\r\n")
+    assert out.getvalue().decode().splitlines()[-1] == "sh | after"
+    assert display.stats().dropped_lines == 0
+
+
+def test_a_clear_then_the_end_of_the_stream_logs_every_line(plain_log: tuple[LogRenderer, Term]) -> None:
+    display, term = plain_log
+    display.start()
+    display.feed(1, b"before\r\n\x1b[H\x1b[2Jmid line", name="sh")
+    display.end_stream(1, "exit 0")
+    display.stop()
+    assert term.data.decode().splitlines() == ["sh | before", "sh | mid line", "sh | ── exit 0"]
+
+
+def test_painting_goes_to_the_footer_then_back_to_the_log_when_quiet(clock: FakeClock) -> None:
+    display, out = clocked_log(clock, tty=True)
+    with display:
+        display.feed(1, b"start\r\n", name="w")
+        for i in range(5):
+            display.feed(1, f"\x1b[H\x1b[2Jframe {i}\r\nrow {i}\r\n".encode())
+            clock.advance(0.2)
+        assert display.flush()
+        shown = [line.rstrip() for line in replay(out.getvalue(), 60, 12).display if line.strip()]
+        assert shown == ["w | start", "w | row 4"]  # the last line in the footer, no frame logged
+        clock.advance(1.5)
+        display.feed(1, b"done painting\r\n")
+    log = out.getvalue()
+    assert b"frame" not in log
+    shown = [line.rstrip() for line in replay(log, 60, 12).display if line.strip()]
+    assert shown == ["w | start", "w | done painting"]
+
+
+def test_the_alternate_screen_is_never_logged_and_leaving_it_logs_again(plain_log: tuple[LogRenderer, Term]) -> None:
+    display, term = plain_log
+    display.start()
+    display.feed(1, b"$ less file\r\n\x1b[?1049h\x1b[Hpage 1\r\npage 2\r\n", name="sh")
+    display.feed(1, b"\x1b[?1049l$ echo back\r\nback\r\n")
+    display.stop()
+    assert term.data.decode().splitlines() == ["sh | $ less file", "sh | $ echo back", "sh | back"]
+
+
+def test_painting_without_newlines_stays_bounded(plain_log: tuple[LogRenderer, Term]) -> None:
+    display, _ = plain_log
+    display.feed(1, b"\x1b[?1049h", name="tui")
+    for i in range(2000):
+        display.feed(1, f"\x1b[{i % 20 + 1};1Hcell {i} ".encode() * 5)
+    st = display._state[1]
+    assert st.length <= display.max_line_chars and "cell 1999" in st.status
+
+
+# -- losses -----------------------------------------------------------------------------------------
+
+
+def test_blocking_without_a_deadline_never_drops_even_a_huge_chunk() -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), max_pending_lines=10, overflow="block",
+                          block_timeout_s=None)
+    with display:
+        display.feed(1, "".join(f"{i}\n" for i in range(5000)), name="burst")  # one chunk, 500x the bound
+        display.feed(1, "".join(f"{i}\n" for i in range(5000, 6000)))
+    assert out.getvalue().decode().splitlines() == [f"burst | {i}" for i in range(6000)]
+    assert display.stats().dropped_lines == 0
+
+
+def test_a_live_terminal_that_does_not_keep_up_drops_after_the_timeout_and_says_so() -> None:
+    sink = SlowSink()
+    display = LogRenderer(Writer(sink), TermCaps(is_tty=False), max_pending_lines=10, overflow="block",
+                          block_timeout_s=0.01)
+    with display:
+        for i in range(300):
+            display.feed(1, f"line {i}\n", name="fast")
+    lines = b"".join(sink.writes).decode().splitlines()
+    dropped = display.stats().dropped_lines
+    assert dropped > 0
+    notices = [line for line in lines if line.startswith("[flowplex] ")]
+    assert sum(int(n.split()[1]) for n in notices) == dropped
+    assert lines[-1] == "fast | line 299" and len(lines) - len(notices) == 300 - dropped
+
+
+def test_time_held_back_by_a_slow_writer_does_not_cut_a_line(clock: FakeClock) -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), partial_flush_s=2.0, clock=clock,
+                          max_pending_lines=1, overflow="block", block_timeout_s=None)
+    with display:
+        display.feed(1, "half a ", name="a")
+        clock.advance(1.5)
+        display._held_at = clock()  # as a feed that came out of a wait for room does
+        clock.advance(1.5)
+        assert display.flush()
+        assert out.getvalue() == b""  # 3 s since it began, but 1.5 s of it was ours
+        display.feed(1, "line\n")
+    assert out.getvalue() == b"a | half a line\n"
+
+
+def test_never_cut_by_time_when_partial_flush_is_off(clock: FakeClock) -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), partial_flush_s=None, clock=clock)
+    with display:
+        display.feed(1, "slow ", name="llm")
+        clock.advance(60.0)
+        assert display.flush()
+        assert out.getvalue() == b""
+        display.feed(1, "sentence\n")
+    assert out.getvalue() == b"llm | slow sentence\n"
+
+
+def test_a_notice_is_a_line_of_its_own(plain_log: tuple[LogRenderer, Term]) -> None:
+    display, term = plain_log
+    display.start()
+    display.feed(1, b"half", name="a")
+    display.notice("warning: \x1b[31mdisk\x07 full\n")
+    display.feed(1, b" line\n")
+    display.stop()
+    assert term.data.decode().splitlines() == ["[flowplex] warning: [31mdisk full", "a | half line"]
+
+
+_PIECES = st.sampled_from(["word", " ", "\t", "é中", "\x1b[31m", "\x1b[0m", "\r\n", "\n", "\x1b[H\x1b[2J", "\x1b[3A",
+                           "\x1b]0;t\x07", "\x1b[?1049h", "\x1b[?1049l", "\r"])
+
+
+@given(st.lists(_PIECES, max_size=60), st.lists(st.integers(min_value=0, max_value=400), max_size=8))
+def test_how_the_output_is_split_into_chunks_never_changes_the_log(pieces: list[str], cuts: list[int]) -> None:
+    data = "".join(pieces).encode()
+
+    def log(chunks: list[bytes]) -> bytes:
+        out = io.BytesIO()
+        display = LogRenderer(Writer(out), TermCaps(is_tty=False), clock=lambda: 0.0, overflow="block",
+                              block_timeout_s=None)
+        display.add_agent(1, "a")
+        for chunk in chunks:
+            display.feed(1, chunk, name="a")
+        display.end_stream(1, "exit 0")
+        with display:
+            pass
+        return out.getvalue()
+
+    bounds = sorted({0, len(data), *(c for c in cuts if c < len(data))})
+    assert log([data[a:b] for a, b in itertools.pairwise(bounds)]) == log([data])
+
+
+@given(st.lists(st.text(alphabet=st.characters(blacklist_categories=("Cc", "Cs", "Cf")), max_size=30), max_size=40))
+def test_without_screen_control_every_line_is_logged_whole_and_in_order(lines: list[str]) -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), partial_flush_s=None, max_pending_lines=3,
+                          overflow="block", block_timeout_s=None)
+    with display:
+        for line in lines:
+            display.feed(1, (line + "\r\n").encode(), name="a", pty=True)
+    assert out.getvalue().decode().split("\n") == [*(f"a | {line}" for line in lines), ""]

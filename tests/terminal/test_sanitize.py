@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from flowplex.terminal._sanitize import CR, NEWLINE, SCREEN, TEXT, LogSanitizer, safe_label
+from flowplex.terminal._sanitize import ALT_SCREEN, CR, MAIN_SCREEN, NEWLINE, SCREEN, TEXT, LogSanitizer, safe_label
 
 HOSTILE = [
     b"\x1b]52;c;aGVsbG8gZnJvbSBtYWxsb3J5\x07",  # OSC 52: write the clipboard (BEL-terminated)
@@ -83,6 +83,17 @@ def test_screen_addressing_is_reported() -> None:
     assert [k for k, _ in ops] == [TEXT, SCREEN, SCREEN, TEXT]
 
 
+def test_alternate_screen_enter_and_leave_are_reported() -> None:
+    ops = LogSanitizer().feed(b"\x1b[?1049hdrawn\x1b[2J\x1b[?1049lback\x1b[5;1H\x1b[2A")
+    assert [k for k, _ in ops] == [ALT_SCREEN, TEXT, SCREEN, MAIN_SCREEN, TEXT, SCREEN, SCREEN]
+
+
+def test_erase_in_line_and_horizontal_moves_are_not_screen_ops() -> None:
+    s = LogSanitizer()
+    assert s.feed(b"a\x1b[2K\x1b[10Gb\x1b[3C\n") == [(TEXT, "ab"), (NEWLINE, "")]
+    assert s.stripped == 3
+
+
 def test_bidi_overrides_and_invalid_utf8() -> None:
     ops = LogSanitizer().feed("abc\u202edcba\u2066x".encode() + b"\xff!")
     assert text_of(ops) == "abcdcbax\ufffd!"
@@ -93,7 +104,7 @@ def test_nothing_but_sgr_ever_comes_out(data: bytes, cut: int) -> None:
     s = LogSanitizer()
     ops = s.feed(data[:cut]) + s.feed(data[cut:])
     for kind, text in ops:
-        assert kind in (TEXT, NEWLINE, CR, SCREEN)
+        assert kind in (TEXT, NEWLINE, CR, SCREEN, ALT_SCREEN, MAIN_SCREEN)
         if kind != TEXT:
             assert text == ""
             continue

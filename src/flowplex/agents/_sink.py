@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, final
+from typing import TYPE_CHECKING, Final, final
 
 from ..kernels import Context, Contract, Kernel, kernel
 from ._common import option_error
@@ -14,6 +14,29 @@ if TYPE_CHECKING:
     from ..terminal import Display
 
 log = logging.getLogger(__name__)
+_ENGINE_LOG: Final = "flowplex.graph"
+
+
+class _PacedBySink(logging.Filter):
+    """Demotes the engine's "internal backpressure" warnings that name this sink as the consumer.
+
+    A sink whose display waits for the terminal (log mode into a file or a pipe, or input
+    queues bounded on purpose) holds its producers back by design: that is how nothing is lost,
+    not news for standard error. Other records pass unchanged.
+    """
+
+    def __init__(self, node_name: str) -> None:
+        super().__init__()
+        self._consumer = f"consumer `{node_name}` input "
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if (record.levelno == logging.WARNING and isinstance(record.msg, str)
+                and record.msg.startswith("internal backpressure") and isinstance(args, tuple)
+                and any(isinstance(a, str) and a.startswith(self._consumer) for a in args)):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
 
 __all__ = ["TerminalSink"]
 
@@ -47,6 +70,11 @@ class TerminalSink(Kernel):
     waiting for the terminal; ``close`` stops a display the sink owns (the last frame is
     written and the terminal restored). While its own display is live, ``sys.stdout`` and
     ``sys.stderr`` are routed into it line by line (agents ``stdout``/``stderr``). Never emits.
+
+    Back-pressure: a display with ``overflow: block`` makes ``process`` wait for the terminal;
+    bound the node's ``input_queues`` (``{packets: N}``, N at least one source batch) and the
+    engine then pauses the sources instead of queueing without end. The engine's warnings about
+    producers paused by this sink are logged at debug level only (it is the design).
     """
 
     @staticmethod
@@ -59,6 +87,7 @@ class TerminalSink(Kernel):
         self._owned = False
         self._names: list[str] = []
         self._redirect: AbstractContextManager[None] | None = None
+        self._quiet: _PacedBySink | None = None
 
     def open(self, cc: Context) -> None:
         from ..errors import UsageError
@@ -79,6 +108,8 @@ class TerminalSink(Kernel):
             self._redirect.__enter__()  # print() must not tear the frames while the display is live
         self._display = display
         self._names = [cc.input_name(i) for i in range(cc.num_inputs)]
+        self._quiet = _PacedBySink(cc.node_name)
+        logging.getLogger(_ENGINE_LOG).addFilter(self._quiet)
 
     @property
     def display(self) -> Display | None:
@@ -109,6 +140,9 @@ class TerminalSink(Kernel):
     def close(self, cc: Context) -> None:
         display, self._display = self._display, None
         redirect, self._redirect = self._redirect, None
+        quiet, self._quiet = self._quiet, None
+        if quiet is not None:
+            logging.getLogger(_ENGINE_LOG).removeFilter(quiet)
         if redirect is not None:
             redirect.__exit__(None, None, None)
         if display is not None and self._owned:

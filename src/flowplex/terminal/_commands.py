@@ -37,6 +37,14 @@ AGENTS_USAGE: Final = ("usage: flowplex agents [--mode panes|log|auto] [-f agent
                        "-- CMD1 ARGS -- CMD2 ARGS ...")
 _STOP_TIMEOUT_S: Final = 10.0
 _RING_FREE_IDS: Final = 1 << 30
+_LIVE_BLOCK_S: Final = 1.0
+"""How long log mode on a live terminal holds an agent back before it drops lines."""
+_FILE_FPS: Final = 240.0
+"""Writes per second into a file or a pipe: nobody watches frames there, and a producer that
+waits for room waits for the next write."""
+_SINK_QUEUE_PACKETS: Final = 16
+"""The sink's input-queue bound per command: back-pressure instead of an unbounded backlog.
+At least one source invocation's batch (CommandSource emits up to 8 reads, a tail and an end)."""
 
 
 def demo(duration: float, mode: str) -> int:
@@ -136,7 +144,8 @@ def agents(
         nodes.append({"name": "ring", "kernel": "RingSource", "output_ports": ["ring"],
                       "options": {"ring": ring.strip(), "expect_producers": max(1, ring_producers)}})
     nodes.append({"name": "screen", "kernel": "TerminalSink", "input_ports": ports,
-                  "input_policy": {"type": "immediate"}, "options": {"display": AGENTS_DISPLAY}})
+                  "input_policy": {"type": "immediate"}, "input_queues": {"packets": _SINK_QUEUE_PACKETS},
+                  "options": {"display": AGENTS_DISPLAY}})
     try:
         graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
     except FlowplexError as exc:
@@ -148,7 +157,7 @@ def agents(
         typer.echo(f"flowplex agents: error: {error}", err=True)
     now = time.monotonic()
     _echo(display, summary("flowplex agents", display.stats(), now - started))
-    infos = display.agents()
+    infos = [info for info in display.agents() if info.stream_id >= 0]  # not the stdout/stderr proxies
     _echo(display, roster(infos, now))
     if code:
         return code
@@ -254,7 +263,14 @@ def _make_display(mode: str, *, title: str, typing_key: str = "ctrl-a", bell: bo
         from ._panes import PaneRenderer
 
         return PaneRenderer(writer, caps, title=title, typing_key=typing_key, bell=bell)
-    return LogRenderer(writer, caps)
+    if caps.is_tty:
+        # A live terminal that cannot keep up holds the agents back a moment, then loses lines
+        # (counted, and a notice line says how many) rather than freezing them.
+        return LogRenderer(writer, caps, overflow="block", block_timeout_s=_LIVE_BLOCK_S)
+    # A file or a pipe: lossless. The display waits for the writer, the sink for the display,
+    # and the sink's bounded input queues make the engine pause the commands' reads (the PTYs
+    # fill and the programs' writes block). Lines are never cut by time: nobody watches them form.
+    return LogRenderer(writer, caps, overflow="block", block_timeout_s=None, fps=_FILE_FPS, partial_flush_s=None)
 
 
 def _declare_agents(display: Display, yaml_text: str) -> None:

@@ -1,7 +1,10 @@
 """``Display``: the base of both renderers -- agent registry, frame loop, resize, keys, stats.
 
-Agents call :meth:`Display.feed` from any thread; it only appends to a bounded per-agent buffer
-and returns, so a slow terminal never blocks a producer. One render thread wakes when something
+Agents call :meth:`Display.feed` from any thread; it appends to a bounded buffer and returns.
+What happens when the buffer is full is the ``overflow`` policy: ``"drop"`` keeps the newest
+output and counts the rest (a slow terminal never blocks a producer), ``"block"`` makes the
+feeding thread wait for the render thread (back-pressure; lossless when it may wait for ever,
+``block_timeout_s=None``, as log mode into a file or a pipe does). One render thread wakes when something
 changed, waits for the next frame slot (at most ``fps`` frames a second, so updates arriving in
 between coalesce and the latest state wins), renders a frame to bytes, and hands it to the
 single :class:`~flowplex.terminal.Writer` as one write.
@@ -40,6 +43,8 @@ ACTIVE_S: Final = 1.0
 """An agent with output in the last second is ``running``; after that, ``idle``."""
 STATE_POLL_S: Final = 0.25
 """How often the render thread asks the agents' controls whether they wait for input."""
+_DRAIN_BLOCK_S: Final = 2.0
+"""Once ``draining`` is set, the longest a blocked ``feed`` still waits for a slow reader."""
 _IDLE_POLL_S: Final = 0.1
 """The render thread looks at least this often for a resize (the SIGWINCH handler only sets a
 flag: taking a lock inside a signal handler can deadlock the main thread)."""
@@ -125,7 +130,7 @@ class Display(ABC):
     Lifecycle: construct → :meth:`start` (takes over the terminal, starts the render thread;
     call it on the main thread so that SIGWINCH can be handled) → ``feed``/``end_stream`` from
     any thread → :meth:`stop` (renders what is left, restores the terminal). Use it as a context
-    manager. ``feed`` never blocks on the terminal.
+    manager. ``feed`` waits for the terminal only under ``overflow="block"``.
 
     Args:
         writer: The single writer; default: standard output.
@@ -136,7 +141,8 @@ class Display(ABC):
         overflow: What ``feed`` does when an agent's buffer is full because the terminal is
             slower than the agents: ``"drop"`` (default: keep the newest output, count the rest)
             or ``"block"`` (wait for room, at most ``block_timeout_s``, then drop).
-        block_timeout_s: The longest a ``feed`` waits under ``overflow="block"``.
+        block_timeout_s: The longest a ``feed`` waits under ``overflow="block"``; None waits
+            until there is room (lossless), or until the display stops or its reader went away.
     """
 
     mode: ClassVar[str] = ""
@@ -150,7 +156,7 @@ class Display(ABC):
         size_fn: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         overflow: str = "drop",
-        block_timeout_s: float = 5.0,
+        block_timeout_s: float | None = 5.0,
     ) -> None:
         if not fps > 0:
             msg = f"{type(self).__name__}(fps={fps!r}): expected a positive number of frames per second"
@@ -158,8 +164,20 @@ class Display(ABC):
         if overflow not in OVERFLOW_POLICIES:
             msg = f"{type(self).__name__}(overflow={overflow!r}): expected one of {', '.join(OVERFLOW_POLICIES)}"
             raise UsageError(msg)
+        if block_timeout_s is not None and not block_timeout_s >= 0:
+            msg = (f"{type(self).__name__}(block_timeout_s={block_timeout_s!r}): expected seconds >= 0, "
+                   "or None to wait until there is room")
+            raise UsageError(msg)
         self.overflow = overflow
-        self.block_timeout_s = float(block_timeout_s)
+        self.block_timeout_s = None if block_timeout_s is None else float(block_timeout_s)
+        self._may_drop = overflow == "drop"
+        self._gave_up = False
+        self._held_at = float("-inf")
+        """When a ``feed`` last came out of a wait for room (display clock; lock held): a
+        renderer's "this line stalled" timers restart then, as the stall was ours."""
+        """A wait for room timed out while draining: later feeds do not wait any more."""
+        """Whether the chunk being fed may be cut to the buffer's bound (lock held): always under
+        ``"drop"``; under ``"block"`` only after a wait for room timed out."""
         if writer is None:
             writer = Writer(_stdout_fd())
         self.writer = writer
@@ -237,7 +255,8 @@ class Display(ABC):
         agent_type: object = None,
         pty: bool | None = None,
     ) -> None:
-        """Queue a chunk of an agent's output for display; returns at once (any thread).
+        """Queue a chunk of an agent's output for display (any thread); returns at once, unless
+        ``overflow="block"`` and the buffer is full: then it waits for room (see the class).
 
         Args:
             stream_id: Which agent; a new id adds an agent.
@@ -252,8 +271,9 @@ class Display(ABC):
             info = self._agent_locked(stream_id, name, agent_type)
             if pty is not None:
                 info.pty = pty
-            if self.overflow == "block" and self._full_locked(info):
-                self._wait_for_room(info)
+            if self.overflow == "block":
+                # Lossless unless the wait timed out: then the renderer cuts to its bound (counted).
+                self._may_drop = not self._wait_for_room(info) if self._full_locked(info) else False
             info.messages += 1
             info.bytes_in += len(raw)
             if raw:
@@ -265,20 +285,43 @@ class Display(ABC):
             self._messages += 1
             self._bytes_in += len(raw)
             self._updates_since_frame += 1
-            if raw:
+            if raw and not self.writer.broken:  # nobody reads any more: keep nothing
                 self._on_feed(info, raw)
         self._wake.set()
 
-    def _wait_for_room(self, info: AgentInfo) -> None:
-        """Block the feeding thread until the render thread drained ``info``'s buffer (lock held)."""
-        deadline = time.monotonic() + self.block_timeout_s
+    def _wait_for_room(self, info: AgentInfo) -> bool:
+        """Block the feeding thread until the render thread drained ``info``'s buffer (lock held).
+
+        Returns False when ``block_timeout_s`` passed first. Returns True with room, and also
+        when no room can come (the display stops, its render thread ended, the reader went
+        away): waiting longer would only hang the producer.
+        """
+        timeout = self.block_timeout_s
+        deadline = None if timeout is None else time.monotonic() + timeout
         self._wake.set()
-        while self._full_locked(info) and self._started and not self._stopping:
-            left = deadline - time.monotonic()
+        while self._full_locked(info) and self._can_drain():
+            if self.draining.is_set():
+                # The run is being stopped: wait a little for a slow reader, then stop waiting
+                # for good, so that a reader that never reads cannot hold the shutdown.
+                if self._gave_up:
+                    return False
+                end = time.monotonic() + _DRAIN_BLOCK_S
+                deadline = end if deadline is None else min(deadline, end)
+            left = _IDLE_POLL_S if deadline is None else deadline - time.monotonic()
             if left <= 0:
                 log.debug("terminal.feed.block-timeout agent=%r", info.name)
-                return
-            self._room.wait(min(left, 0.1))
+                self._held_at = self._clock()
+                self._gave_up = self.draining.is_set()
+                return False
+            self._room.wait(min(left, _IDLE_POLL_S))
+            self._held_at = self._clock()
+        return True
+
+    def _can_drain(self) -> bool:
+        """Whether the render thread may still take output away (lock held)."""
+        thread = self._thread
+        return (self._started and not self._stopping and not self.writer.broken
+                and thread is not None and thread.is_alive())
 
     def end_stream(self, stream_id: int, note: str = "", *, ok: bool = True, exit_code: int | None = None) -> None:
         """Mark the agent finished (``note`` e.g. ``"exit 0"``); shown in its title or as a line."""
@@ -403,14 +446,18 @@ class Display(ABC):
         self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=10.0)
+        stuck = self._thread is not None and self._thread.is_alive()
         self._restore_winch()
         atexit.unregister(self._restore_at_exit)
         try:
-            cpu = time.thread_time()
-            data = self._render(self._clock(), final=True)
-            self._render_cpu += time.thread_time() - cpu
-            if data:
-                self._emit(data)
+            if stuck:  # its write has not returned for 10 s: a reader that never reads; don't hang too
+                log.debug("terminal.stop.writer-stuck")
+            else:
+                cpu = time.thread_time()
+                data = self._render(self._clock(), final=True)
+                self._render_cpu += time.thread_time() - cpu
+                if data:
+                    self._emit(data)
         finally:
             self._leave()
             with self._frame_done:

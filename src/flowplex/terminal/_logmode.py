@@ -7,6 +7,24 @@ queued line in one write. A line that stalls (or grows too long) is flushed afte
 mark. Carriage-return progress output (``50%\\r51%\\r``) is not logged: it becomes the agent's
 status line in a footer redrawn in place; only the final state reaches the log. Without a TTY
 the output is plain lines: no colour, no footer, no escape sequence at all.
+
+Screen control inside an agent's output (the rule, per agent):
+
+* A clear, a home or a cursor move up or to a position is dropped, and the lines that follow
+  it are held back for ``_SETTLE_S``. If no other such move comes, they are logged (so
+  ``echo before; clear; echo after`` logs both lines). A run of moves with no text between
+  them (``clear`` sends three) counts as one.
+* A second move after text was drawn within ``_SETTLE_S`` means the agent is *painting* the
+  screen (a ``watch``-style redraw, a multi-line progress display): the held lines are
+  dropped, and its lines feed its status line in the footer instead of the log, until a line
+  ends ``_SETTLE_S`` after its last move; that line, and those after it, are logged again.
+* The alternate screen (vim, less, top) is painted until the agent leaves it; what it drew
+  there vanishes, as it does on a terminal. An agent that ends while painting leaves its last
+  status line as its last log line.
+
+Losses: with ``overflow="drop"`` (or ``"block"`` after ``block_timeout_s``) lines beyond
+``max_pending_lines`` are dropped, counted and announced; with ``"block"`` and no timeout
+(log mode into a file or a pipe) nothing is ever dropped: the feeding thread waits.
 """
 
 from __future__ import annotations
@@ -21,7 +39,7 @@ from typing import Final
 from ..transport._format import COLOURS
 from ._caps import TermCaps
 from ._display import AgentInfo, Display
-from ._sanitize import CR, NEWLINE, SCREEN, LogSanitizer
+from ._sanitize import ALT_SCREEN, CR, MAIN_SCREEN, NEWLINE, SCREEN, TEXT, LogSanitizer, safe_label
 from ._text import display_width, truncate_to_width
 from ._writer import Writer
 
@@ -32,6 +50,19 @@ DIM: Final = "\x1b[2m"
 _SGR: Final = re.compile("\x1b\\[[0-9;:]*m")
 _RESETS: Final = re.compile("\x1b\\[(?:0*)m")
 _LABEL_MAX: Final = 16
+_SETTLE_S: Final = 1.0
+"""How long the lines after a screen move are held back: another move within it is painting."""
+_HOLD_MAX_LINES: Final = 500
+"""More lines than a screen holds after a clear: a log, not a frame; they are logged at once."""
+
+_LOG: Final = 0
+"""Screen state: lines go to the log."""
+_HOLD: Final = 1
+"""Screen state: a move came; lines are held back until it is clear whether it paints."""
+_PAINT: Final = 2
+"""Screen state: the agent paints the main screen; lines feed its status line."""
+_ALT: Final = 3
+"""Screen state: the agent is on the alternate screen; lines feed its status line."""
 
 
 @dataclass(slots=True)
@@ -45,8 +76,16 @@ class _LogAgent:
     status: str = ""
     continues: bool = False
     carry: str = ""
-    screen: bool = False
-    """The agent is a full-screen program: its lines feed the status line, not the log."""
+    screen: int = _LOG
+    """``_LOG``, ``_HOLD``, ``_PAINT`` or ``_ALT`` (see the module docstring)."""
+    held: list[tuple[str, bool]] = field(default_factory=list)
+    """Lines held back in ``_HOLD``: (text, partial)."""
+    drawn: bool = False
+    """Text came since the last screen move (the next move is then a redraw)."""
+    moved_at: float = 0.0
+    """When the last screen move came."""
+    prefix: str = ""
+    """The formatted label (cached; empty when it must be formatted again)."""
 
 
 class LogRenderer(Display):
@@ -57,10 +96,13 @@ class LogRenderer(Display):
         caps: Terminal capabilities; without a TTY: plain lines, no escape sequences.
         fps: Most writes per second (lines arriving in between go out together).
         partial_flush_s: A line without a newline is flushed after this long, with a
-            continuation mark. If in doubt, keep 2 s: LLM sentences take that long.
+            continuation mark. If in doubt, keep 2 s: LLM sentences take that long. None: never
+            by time (a log file keeps every line whole; only ``max_line_chars`` cuts it). The
+            time a producer spent held back by a slow writer does not count.
         max_line_chars: A longer line is cut (with continuation marks) at this many characters.
-        max_pending_lines: Lines waiting for a slow terminal; beyond it the oldest are dropped
-            and counted (``stats().dropped_lines``), and a notice line says how many.
+        max_pending_lines: Lines waiting for a slow terminal. Beyond it, ``feed`` waits under
+            ``overflow="block"``; under ``"drop"`` (or once a wait timed out) the oldest are
+            dropped and counted (``stats().dropped_lines``), and a notice line says how many.
         size_fn, clock, overflow, block_timeout_s: See :class:`Display`.
     """
 
@@ -72,17 +114,17 @@ class LogRenderer(Display):
         caps: TermCaps | None = None,
         *,
         fps: float = 60.0,
-        partial_flush_s: float = 2.0,
+        partial_flush_s: float | None = 2.0,
         max_line_chars: int = 4000,
         max_pending_lines: int = 5000,
         size_fn: Callable[[], tuple[int, int]] | None = None,
         clock: Callable[[], float] = time.monotonic,
         overflow: str = "drop",
-        block_timeout_s: float = 5.0,
+        block_timeout_s: float | None = 5.0,
     ) -> None:
         super().__init__(writer, caps, fps=fps, size_fn=size_fn, clock=clock, overflow=overflow,
                          block_timeout_s=block_timeout_s)
-        self.partial_flush_s = float(partial_flush_s)
+        self.partial_flush_s = float("inf") if partial_flush_s is None else float(partial_flush_s)
         self.max_line_chars = int(max_line_chars)
         self.max_pending_lines = int(max_pending_lines)
         self._state: dict[int, _LogAgent] = {}
@@ -96,45 +138,118 @@ class LogRenderer(Display):
         self._label_width = 0
         self._mark = "…" if self.caps.unicode else "..."
 
+    def notice(self, text: str) -> None:
+        """Log a line of flowplex's own (a warning while the display is live), not an agent's."""
+        body = safe_label(text.rstrip("\n"), 1000)
+        with self._lock:
+            self._queue(f"{DIM}[flowplex] {body}{RESET}\n" if self.caps.colour else f"[flowplex] {body}\n")
+        self._wake.set()
+
     # -- feeding (lock held) ----------------------------------------------------------------------
 
     def _on_new_agent(self, info: AgentInfo) -> None:
         self._state[info.stream_id] = _LogAgent()
-        self._label_width = min(_LABEL_MAX, max(self._label_width, len(info.name)))
+        self._on_agent_changed(info)
 
     def _on_agent_changed(self, info: AgentInfo) -> None:
         self._label_width = min(_LABEL_MAX, max(self._label_width, len(info.name)))
+        for st in self._state.values():
+            st.prefix = ""  # the width or a name changed: labels are formatted again
 
     def _on_feed(self, info: AgentInfo, data: bytes) -> None:
         st = self._state[info.stream_id]
         now = self._clock()
         for kind, text in st.sanitizer.feed(data):
-            if kind == NEWLINE:
+            if kind == TEXT:
+                if st.cr_pending:
+                    self._progress_cr(st)
+                if st.started is None:
+                    st.started = now
+                st.drawn = True
+                if st.screen >= _PAINT:
+                    if st.length + len(text) > self.max_line_chars:
+                        self._paint_line(st)  # painting without newlines: keep it bounded
+                else:
+                    while not st.progress and st.length + len(text) > self.max_line_chars:
+                        head, text = _cut(text, self.max_line_chars - st.length)
+                        st.pieces.append(head)
+                        self._end_line(info, st, partial=True)
+                        st.started = now
+                st.pieces.append(text)
+                st.length += len(text)
+            elif kind == NEWLINE:
                 st.cr_pending = False
+                st.drawn = True
                 self._end_line(info, st, partial=False)
             elif kind == CR:
                 if st.cr_pending:
                     self._progress_cr(st)
                 st.cr_pending = True
             elif kind == SCREEN:
-                if not st.screen and (st.pieces or st.cr_pending):
-                    st.cr_pending = False
-                    self._end_line(info, st, partial=False)
-                st.screen = True
+                self._screen_move(info, st, now)
+            elif kind == ALT_SCREEN:
+                if st.screen != _ALT:
+                    self._end_pending(info, st)
+                    self._commit_held(info, st)
+                    st.screen = _ALT
+                    st.progress = True
+                    self._status_dirty = True
+            elif kind == MAIN_SCREEN and st.screen == _ALT:
+                st.screen = _LOG  # the alternate screen and everything on it vanish
+                st.pieces.clear()
+                st.length = 0
+                st.started = None
+                st.cr_pending = st.progress = False
+                st.status = ""
+                self._status_dirty = True
+
+    def _screen_move(self, info: AgentInfo, st: _LogAgent, now: float) -> None:
+        """A clear or a cursor move up or to a position (see the module docstring)."""
+        if st.screen == _HOLD and st.drawn:
+            if now - st.moved_at < _SETTLE_S:
+                # A redraw: what was held is a frame, not a log; its last line is the status.
+                frame = [text for text, _ in st.held if _SGR.sub("", text).strip()]
+                st.held.clear()
+                st.screen = _PAINT
                 st.progress = True
+                if frame:
+                    st.status = frame[-1]
                 self._status_dirty = True
             else:
-                if st.cr_pending:
-                    self._progress_cr(st)
-                if st.started is None:
-                    st.started = now
-                while not st.progress and not st.screen and st.length + len(text) > self.max_line_chars:
-                    head, text = _cut(text, self.max_line_chars - st.length)
-                    st.pieces.append(head)
-                    self._end_line(info, st, partial=True)
-                    st.started = now
-                st.pieces.append(text)
-                st.length += len(text)
+                self._commit_held(info, st)
+        if st.screen == _LOG:
+            self._end_pending(info, st)  # what came before the move is a line of its own
+            st.screen = _HOLD
+        elif st.screen >= _PAINT:
+            self._paint_line(st)
+        st.drawn = False
+        st.moved_at = now
+
+    def _end_pending(self, info: AgentInfo, st: _LogAgent) -> None:
+        """Whatever text waits for its newline ends as a line now."""
+        if st.pieces or st.cr_pending:
+            st.cr_pending = False
+            self._end_line(info, st, partial=False)
+
+    def _commit_held(self, info: AgentInfo, st: _LogAgent) -> None:
+        """The lines held after a move were a log after all: queue them, back to ``_LOG``."""
+        if st.screen == _HOLD:
+            st.screen = _LOG
+            held, st.held = st.held, []
+            for text, partial in held:
+                self._queue(self._format_line(info, st, text, partial=partial))
+
+    def _paint_line(self, st: _LogAgent) -> None:
+        """A painting agent's current text becomes its status line (when not blank)."""
+        text = "".join(st.pieces)
+        if _SGR.sub("", text).strip():
+            if st.status:
+                self._progress_replaced += 1
+            st.status = text
+            self._status_dirty = True
+        st.pieces.clear()
+        st.length = 0
+        st.started = None
 
     def _progress_cr(self, st: _LogAgent) -> None:
         """A carriage return followed by more text: the line is being redrawn in place."""
@@ -151,18 +266,14 @@ class LogRenderer(Display):
         self._status_dirty = True
 
     def _end_line(self, info: AgentInfo, st: _LogAgent, *, partial: bool) -> None:
+        if st.screen >= _PAINT:
+            if st.screen == _ALT or self._clock() - st.moved_at < _SETTLE_S:
+                self._paint_line(st)  # a painting program redraws; the log keeps its status line
+                return
+            st.screen = _LOG  # quiet for long enough: a log again
+            st.status = ""
+            st.progress = False
         text = "".join(st.pieces)
-        if st.screen:
-            # A full-screen program redraws; the log keeps its status line instead.
-            if _SGR.sub("", text).strip():
-                if st.status:
-                    self._progress_replaced += 1
-                st.status = text
-                self._status_dirty = True
-            st.pieces.clear()
-            st.length = 0
-            st.started = None
-            return
         if not text and st.progress and not partial:
             text = st.status  # "50%\r\n": the last progress state is the line
         st.pieces.clear()
@@ -172,7 +283,12 @@ class LogRenderer(Display):
             st.progress = False
             st.status = ""
             self._status_dirty = True
-        self._queue(self._format_line(info, st, text, partial=partial))
+        if st.screen == _HOLD:
+            st.held.append((text, partial))
+            if len(st.held) > _HOLD_MAX_LINES:
+                self._commit_held(info, st)
+        else:
+            self._queue(self._format_line(info, st, text, partial=partial))
 
     def _on_end(self, info: AgentInfo) -> None:
         st = self._state[info.stream_id]
@@ -184,16 +300,14 @@ class LogRenderer(Display):
             body = f"{colour}{rule} {note}{RESET}"
         else:
             body = f"{rule} {note}"
-        self._queue(self._prefix(info) + body + "\n")
+        self._queue(self._prefix(info, st) + body + "\n")
 
     def _flush_agent(self, info: AgentInfo, st: _LogAgent) -> None:
         """Whatever an agent left unfinished becomes a final line (end of stream or of display)."""
-        if st.cr_pending:
-            st.cr_pending = False
-        if st.screen:
-            st.screen = False
-            if _SGR.sub("", "".join(st.pieces)).strip():
-                st.status = "".join(st.pieces)
+        st.cr_pending = False
+        if st.screen >= _PAINT:
+            st.screen = _LOG
+            self._paint_line(st)
             st.pieces = [st.status] if st.status else []
             st.progress = bool(st.pieces)
         if st.pieces or st.progress:
@@ -204,17 +318,24 @@ class LogRenderer(Display):
             self._status_dirty = True
             if st.pieces:
                 self._end_line(info, st, partial=False)
+        self._commit_held(info, st)
 
     def _queue(self, line: str) -> None:
         self._lines.append(line)
-        if len(self._lines) > self.max_pending_lines:
+        if self._may_drop and len(self._lines) > self.max_pending_lines:
             self._lines.popleft()
             self._dropped_lines += 1
             self._dropped_unreported += 1
 
     # -- formatting ---------------------------------------------------------------------------------
 
-    def _prefix(self, info: AgentInfo) -> str:
+    def _prefix(self, info: AgentInfo, st: _LogAgent) -> str:
+        if st.prefix:
+            return st.prefix
+        st.prefix = self._label(info)
+        return st.prefix
+
+    def _label(self, info: AgentInfo) -> str:
         name = info.name if len(info.name) <= _LABEL_MAX else info.name[: _LABEL_MAX - 1] + "…"
         label = name.ljust(self._label_width)
         if self.caps.colour:
@@ -229,17 +350,21 @@ class LogRenderer(Display):
         if self.caps.colour:
             body = st.carry + head + text + tail
             st.carry = _carry_sgr(st.carry, text)
-            return self._prefix(info) + body + RESET + "\n"
-        return self._prefix(info) + head + _SGR.sub("", text) + tail + "\n"
+            return self._prefix(info, st) + body + RESET + "\n"
+        if "\x1b" in text:
+            text = _SGR.sub("", text)
+        return self._prefix(info, st) + head + text + tail + "\n"
 
     # -- rendering (render thread) --------------------------------------------------------------------
 
     def _next_timer(self, now: float) -> float | None:
         with self._lock:
-            starts = [st.started for st in self._state.values() if st.started is not None and not st.progress]
-        if not starts:
-            return None
-        return max(0.0, min(starts) + self.partial_flush_s - now)
+            held = self._held_at
+            due = [max(st.started, held) + self.partial_flush_s for st in self._state.values()
+                   if st.started is not None and not st.progress]
+            due.extend(st.moved_at + _SETTLE_S for st in self._state.values() if st.screen == _HOLD)
+        soonest = min(due, default=float("inf"))
+        return None if soonest == float("inf") else max(0.0, soonest - now)
 
     def _render(self, now: float, *, final: bool) -> bytes:
         with self._lock:
@@ -247,7 +372,10 @@ class LogRenderer(Display):
                 info = self._agents[stream_id]
                 if final:
                     self._flush_agent(info, st)
-                elif st.started is not None and now - st.started >= self.partial_flush_s:
+                    continue
+                if st.screen == _HOLD and now - st.moved_at >= _SETTLE_S:
+                    self._commit_held(info, st)  # no redraw came: the lines after the move are a log
+                if st.started is not None and now - max(st.started, self._held_at) >= self.partial_flush_s:
                     if st.progress or st.cr_pending:
                         continue
                     self._end_line(info, st, partial=True)
@@ -286,7 +414,7 @@ class LogRenderer(Display):
             plain = _SGR.sub("", current)
             prefix_w = display_width(info.name.ljust(self._label_width)) + 3
             text = truncate_to_width(plain, max(1, width - prefix_w))
-            rows.append(self._prefix(info) + text + (RESET if self.caps.colour else ""))
+            rows.append(self._prefix(info, st) + text + (RESET if self.caps.colour else ""))
             if len(rows) >= limit:
                 break
         return rows

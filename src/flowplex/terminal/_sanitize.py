@@ -5,7 +5,10 @@ code point or a sequence split across two reads never mixes with another agent's
 shared one parser among agents, bug A3). Only SGR (colour) sequences survive; every other
 control sequence -- OSC 52 clipboard writes, title changes, cursor moves, mode switches,
 device queries, DCS/APC strings -- and every C0/C1 control except newline, carriage return
-and tab is removed and counted.
+and tab is removed and counted. Tabs become spaces up to the next 8-cell stop. What the renderer
+needs to know about the screen survives as ops of their own: ``SCREEN`` for a clear or a cursor
+move up or to a position, ``ALT_SCREEN``/``MAIN_SCREEN`` when a full-screen program enters and
+leaves the alternate screen (see :mod:`flowplex.terminal._logmode` for what it makes of them).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Final
 
 from ._text import display_width
 
-__all__ = ["CR", "NEWLINE", "SCREEN", "TEXT", "LogSanitizer", "Op", "safe_label"]
+__all__ = ["ALT_SCREEN", "CR", "MAIN_SCREEN", "NEWLINE", "SCREEN", "TEXT", "LogSanitizer", "Op", "safe_label"]
 
 TEXT: Final = 0
 """Op kind: printable text, possibly with SGR sequences inside."""
@@ -25,14 +28,21 @@ NEWLINE: Final = 1
 CR: Final = 2
 """Op kind: carriage return (``\\r``); the renderer decides between CRLF and progress rewrite."""
 SCREEN: Final = 3
-"""Op kind: the agent addresses the screen (cursor positioning, erase display, alternate
-screen): it is a full-screen program whose output cannot be read as a log."""
+"""Op kind: the agent addresses the screen (a clear, the cursor moved up or to a position): one
+such op may be a ``clear`` between log lines, many in a row are a program painting the screen."""
+ALT_SCREEN: Final = 4
+"""Op kind: the agent entered the alternate screen (a full-screen program: vim, less, top)."""
+MAIN_SCREEN: Final = 5
+"""Op kind: the agent left the alternate screen (what it drew there vanishes, as on a terminal)."""
 
 Op = tuple[int, str]
 
 # Anything that is not a C0/C1 control, DEL, or a bidi override/isolate (which could make a
 # line display as something else) is plain text.
-_PLAIN: Final = re.compile("[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]+")
+_PLAIN: Final = re.compile("[^\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]*(\r?\n|\r)?")
+"""A run of plain text and the line end after it (the commonest input: one match a line)."""
+_CR_OP: Final = (CR, "")
+_NEWLINE_OP: Final = (NEWLINE, "")
 _STRING_END: Final = re.compile("[\x07\x1b\x9c]")
 _SGR_PARAMS: Final = re.compile("[0-9;:]{0,64}")
 TAB_STOP: Final = 8
@@ -86,11 +96,25 @@ class LogSanitizer:
             state = self._state
             if state == _GROUND:
                 m = _PLAIN.match(text, i)
-                if m is not None:
-                    run = m.group()
-                    pieces.append(run)
-                    self._column += display_width(run)
-                    i = m.end()
+                assert m is not None  # every part of the pattern is optional: it always matches
+                end = m.end()
+                if end > i:
+                    eol = m.group(1)
+                    run = text[i : m.start(1)] if eol else text[i:end]
+                    i = end
+                    if run:
+                        pieces.append(run)
+                        self._column += display_width(run)
+                    if eol:
+                        if pieces:
+                            ops.append((TEXT, "".join(pieces)))
+                            pieces.clear()
+                        if eol == "\r\n":
+                            ops.append(_CR_OP)
+                            ops.append(_NEWLINE_OP)
+                        else:
+                            ops.append(_NEWLINE_OP if eol == "\n" else _CR_OP)
+                        self._column = 0
                     continue
                 ch = text[i]
                 i += 1
@@ -166,11 +190,12 @@ class LogSanitizer:
                         pieces.append(f"\x1b[{params}m")
                     else:
                         self.stripped += 1
-                        if ch in _SCREEN_FINALS or (ch == "h" and params in _ALT_SCREENS):
+                        kind = _screen_op(ch, params)
+                        if kind is not None:
                             if pieces:
                                 ops.append((TEXT, "".join(pieces)))
                                 pieces.clear()
-                            ops.append((SCREEN, ""))
+                            ops.append((kind, ""))
                 elif "\x20" <= ch <= "\x3f":
                     i += 1
                     if len(self._csi) <= _MAX_CSI:  # an overlong sequence fails the SGR check below
@@ -183,6 +208,18 @@ class LogSanitizer:
         if pieces:
             ops.append((TEXT, "".join(pieces)))
         return ops
+
+
+def _screen_op(final: str, params: str) -> int | None:
+    """The op a (non-SGR) CSI sequence means to the log, if any."""
+    if final in _SCREEN_FINALS:
+        return SCREEN
+    if params in _ALT_SCREENS:
+        if final == "h":
+            return ALT_SCREEN
+        if final == "l":
+            return MAIN_SCREEN
+    return None
 
 
 _LABEL_BAD: Final = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
