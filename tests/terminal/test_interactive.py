@@ -31,13 +31,14 @@ CTRL_A = b"\x01"
 class Terminal:
     """flowplex in a real PTY; what it writes drives a pyte screen (a reader thread)."""
 
-    def __init__(self, args: list[str], columns: int = 120, rows: int = 32, cwd: Path | None = None) -> None:
+    def __init__(self, args: list[str], columns: int = 120, rows: int = 32, cwd: Path | None = None,
+                 command: str = "agents") -> None:
         self.columns, self.rows = columns, rows
         self.screen = pyte.Screen(columns, rows)
         self.stream = pyte.ByteStream(self.screen)
         self.raw = bytearray()
         self.lock = threading.Lock()
-        self.proc = PtyProcess.spawn([*CLI, "agents", *args], env=ENV, dimensions=(rows, columns),
+        self.proc = PtyProcess.spawn([*CLI, command, *args], env=ENV, dimensions=(rows, columns),
                                      cwd=str(cwd) if cwd else None)
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -158,6 +159,10 @@ def test_a_program_waiting_in_input_is_shown_waiting_within_two_seconds(term: Ca
     assert "needs input: 1 python" in screen.splitlines()[-1]
     assert b"\a" in t.raw  # the bell rang once it started waiting
     assert "waiting" not in _title_of(screen, "2 python")  # a sleeping program is not waiting
+    t.send(b"t")  # the ticker view: the agent that needs the user comes first
+    ticker = t.wait_for(lambda s: "ticker" in s.splitlines()[-1])
+    assert ticker.splitlines()[0].lstrip().startswith("1 python"), ticker
+    t.send(b"g")
     t.send(CTRL_A + b"ada\r" + CTRL_A)
     t.wait_for(lambda s: "hello ada" in s)
     t.wait_for(lambda s: "exited (0)" in s)
@@ -340,3 +345,84 @@ def test_typing_in_tmux(tmp_path: Path) -> None:
         assert "EXIT=0" in done
     finally:
         subprocess.run([*base, "kill-server"], capture_output=True, timeout=10, env=ENV)
+
+
+ATTACK = (
+    "import sys, time\n"
+    "w = sys.stdout.write\n"
+    "w('\\x1b[3J')\n"  # erase saved lines (its own pane's history: allowed, and not passed on)
+    "for i in range(60): w(f'filler {i}\\n')\n"
+    "w('\\x1b]52;c;aGVsbG8=\\x07\\x1b]0;pwned\\x07\\x1b]2;pwned\\x1b\\\\')\n"  # clipboard, title
+    "w('\\x1bP+q544e\\x1b\\\\\\x1b[6n\\x1b[c\\x05\\x1b#8\\x1b[?3h')\n"  # queries, DECALN, 132 columns
+    "w('\\x1b[?1000h\\x1b[?2004h')\n"  # mouse reports, bracketed paste
+    "w('marker after the attack\\n')\n"
+    "for i in range(60): w(f'more {i}\\n')\n"
+    "sys.stdout.flush(); time.sleep(60)\n"
+)
+FORBIDDEN = (b"\x1b]", b"\x1bP", b"\x1bc", b"\x1b#8", b"\x1b[6n", b"\x1b[c", b"\x05", b"\x1b[3J", b"\x1b[?3h")
+
+
+def test_hostile_output_stays_in_its_pane_while_typing_scrolling_and_searching(
+        term: Callable[..., Terminal]) -> None:
+    t = term("--", sys.executable, "-c", ATTACK, "--", sys.executable, "-q", "-i", columns=120, rows=30)
+    t.wait_for(lambda s: "more 59" in s and ">>>" in s)
+    t.send(b"/marker after\r")  # search back into the attack
+    t.wait_for(lambda s: "marker after the attack" in s and "↑" in s.splitlines()[0])
+    t.send(b"\x1b[5~\x1b[5~")  # and further back, over the attack's lines
+    t.wait_for(lambda s: "filler" in s)
+    t.send(b"2" + CTRL_A + b"print('typed')\r")  # typing mode into the other pane
+    t.wait_for(lambda s: "typed" in pane_lines(s))
+    t.send(CTRL_A + b"q")
+    t.wait_exit()
+    with t.lock:
+        raw = bytes(t.raw)
+    for forbidden in FORBIDDEN:
+        assert forbidden not in raw, forbidden
+    # Mouse reports and bracketed paste are flowplex's own modes, asked for once, at the start.
+    assert raw.count(b"\x1b[?1000h") == 1 and raw.count(b"\x1b[?2004h") == 1
+    assert raw.index(b"\x1b[?1000h") < raw.index(b"filler")
+
+
+def test_paste_reaches_the_repl_as_typed_text(term: Callable[..., Terminal]) -> None:
+    t = term("--", sys.executable, "-q", "-i")
+    t.wait_for(lambda s: ">>>" in s)
+    t.send(CTRL_A + b"\x1b[200~print(sum(range(10)))\x1b[201~\r")  # a terminal's bracketed paste
+    screen = t.wait_for(lambda s: "45" in pane_lines(s))
+    assert "200~" not in screen and "201~" not in screen  # the REPL did not ask for the markers
+    # Still typing: Ctrl-a twice sends one Ctrl-a (readline: to the line's start).
+    t.send(b"6*7)" + CTRL_A + CTRL_A + b"print(\r")
+    t.wait_for(lambda s: "print(6*7)" in s and "42" in pane_lines(s))
+    t.send(CTRL_A + b"q")
+    t.wait_exit()
+
+
+def test_an_exited_agent_keeps_its_pane_until_closed(term: Callable[..., Terminal]) -> None:
+    t = term("--", sys.executable, "-c", "print('first done')", "--", sys.executable, "-c",
+             "import time; print('second up', flush=True); time.sleep(60)")
+    t.wait_for(lambda s: "exited (0)" in s and "second up" in s)
+    assert "first done" in t.text()  # the pane stays, with its output and exit status
+    t.send(b"x")  # close the focused (first) pane
+    screen = t.wait_for(lambda s: "first done" not in s)
+    assert "second up" in screen
+    t.send(b"x")  # the second still runs: not closed
+    t.wait_for(lambda s: "still runs" in s.splitlines()[-1])
+    t.send(b"q")
+    t.wait_exit()
+
+
+def test_the_demo_layout_does_not_move_in_its_first_seconds(term: Callable[..., Terminal]) -> None:
+    t = term("--duration", "4", "--mode", "panes", command="demo", columns=160, rows=50)
+    t.wait_for(lambda s: "flowplex demo" in s.splitlines()[-1])
+    seen: set[tuple[tuple[int, int, str], ...]] = set()
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        places = []
+        for y, line in enumerate(t.text().splitlines()):
+            places += [(y, m.start(), m.group(1)) for m in re.finditer(r"[━─] (\d \S+) ·", line)]
+        seen.add(tuple(places))
+        time.sleep(0.05)
+    assert len(seen) == 1, seen  # every pane kept its place and number from the first frame
+    (places,) = seen
+    assert [name for _, _, name in places] == ["1 planner", "2 coder", "3 reviewer", "4 tests", "5 monitor",
+                                               "6 shell", "7 mallory"]
+    assert t.wait_exit(15) == 0

@@ -785,6 +785,7 @@ class PaneRenderer(Display):
     def _draw_ticker(self, order: list[_Pane], layout: Layout, touched: dict[int, list[tuple[int, int]]]) -> None:
         back = self._back
         height = layout.status_row
+        order = sorted(order, key=lambda p: not p.info.waiting)  # the agents that need the user first
         for y in range(height):
             if y < len(order):
                 pane = order[y]
