@@ -136,6 +136,8 @@ class CommandSource(Kernel):
         """The display stopped or killed this run: it is not a failure to restart from."""
         self._keep = False
         self._control: _Control | None = None
+        self._fd_lock = threading.Lock()
+        """Held while the display's threads use the PTY descriptor, and to retire it."""
 
     def open(self, cc: Context) -> None:
         import codecs
@@ -413,20 +415,20 @@ class CommandSource(Kernel):
 
     def write_input(self, data: bytes) -> int:
         """Write keys to the PTY without blocking; returns how many bytes it took."""
-        fd = self._fd
-        if fd < 0:
-            return len(data)  # nobody to read them: dropped, as on a terminal whose program exited
-        try:
-            return os.write(fd, data)
-        except BlockingIOError:
-            return 0
-        except OSError:
-            return len(data)
+        with self._fd_lock:
+            if self._fd < 0:
+                return len(data)  # nobody to read them: dropped, as on a terminal whose program exited
+            try:
+                return os.write(self._fd, data)
+            except BlockingIOError:
+                return 0
+            except OSError:
+                return len(data)
 
     def waiting_for_input(self) -> bool:
         """Whether the command's foreground process is blocked reading its terminal."""
-        fd = self._fd
-        return fd >= 0 and foreground_waiting(fd)
+        with self._fd_lock:
+            return self._fd >= 0 and foreground_waiting(self._fd)
 
     def close(self, cc: Context) -> None:
         self._kill()
@@ -473,7 +475,8 @@ class CommandSource(Kernel):
         proc = self._proc
         if proc is None or self._fd < 0:
             return
-        self._fd = -1
+        with self._fd_lock:  # no key may be written to the number once it is closed (and reused)
+            self._fd = -1
         proc.delayafterclose = 0.0  # ptyprocess sleeps 0.1 s in close() by default
         proc.delayafterterminate = 0.0
         with contextlib.suppress(Exception):
