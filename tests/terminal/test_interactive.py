@@ -426,3 +426,121 @@ def test_the_demo_layout_does_not_move_in_its_first_seconds(term: Callable[..., 
     assert [name for _, _, name in places] == ["1 planner", "2 coder", "3 reviewer", "4 tests", "5 monitor",
                                                "6 shell", "7 mallory"]
     assert t.wait_exit(15) == 0
+
+
+def test_a_program_waiting_for_the_network_is_not_waiting_for_input(term: Callable[..., Terminal]) -> None:
+    select_wait = ("import selectors, socket, sys\n"
+                   "a, b = socket.socketpair(); sel = selectors.SelectSelector()\n"
+                   "sel.register(a, selectors.EVENT_READ)\n"
+                   "sel.register(sys.stdin, selectors.EVENT_READ)\n"
+                   "print('calling the API...', flush=True); sel.select()")
+    event_loop = "import asyncio; print('streaming tokens', flush=True); asyncio.run(asyncio.sleep(30))"
+    t = term("--", sys.executable, "-c", select_wait, "--", sys.executable, "-c", event_loop,
+             "--", sys.executable, "-q", "-i")
+    t.wait_for(lambda s: "calling the API" in s and "streaming tokens" in s and ">>>" in s)
+    t.wait_for(lambda s: "3 python#3 · info · waiting" in s)  # the REPL's prompt: waiting
+    time.sleep(1.5)
+    screen = t.text()
+    assert "1 python · info · idle" in screen, screen.splitlines()[0]
+    assert "2 python#2 · info · idle" in screen, screen.splitlines()[0]
+    assert "1 waiting" in screen.splitlines()[-1]
+    t.send(b"q")
+    t.wait_exit()
+
+
+def test_another_typing_key_no_bell_and_ctrl_z(term: Callable[..., Terminal]) -> None:
+    t = term("--typing-key", "ctrl-b", "--no-bell", "--", "bash", "--norc", "--noprofile", "-i")
+    t.wait_for(lambda s: "waiting" in s.splitlines()[0])
+    time.sleep(0.5)
+    t.send(b"\x01")  # Ctrl-a is an ordinary key now: not typing mode
+    time.sleep(0.3)
+    assert "TYPING" not in t.status()
+    t.send(b"\x02sleep 30\r")
+    t.wait_for(lambda s: "sleep 30" in s)
+    time.sleep(0.3)
+    t.send(b"\x1a")  # Ctrl-Z: bash's job control stops the sleep
+    t.wait_for(lambda s: "Stopped" in s)
+    t.send(b"jobs\r")
+    t.wait_for(lambda s: re.search(r"\[1\]\+\s+Stopped\s+sleep 30", s) is not None)
+    t.send(b"exit 0\r")
+    screen = t.wait_for(lambda s: "There are stopped jobs" in s or "exited (0)" in s)
+    if "exited (0)" not in screen:  # bash keeps a stopped job: a second exit ends both
+        t.send(b"exit 0\r")
+        t.wait_for(lambda s: "exited (0)" in s)
+    with t.lock:
+        assert b"\a" not in t.raw  # --no-bell, though it waited for input
+    t.send(b"\x02q")
+    assert t.wait_exit() == 0
+
+
+def test_the_bell_rings_once_per_wait(term: Callable[..., Terminal]) -> None:
+    code = "input('first? '); print('ok'); import time; time.sleep(1.5); input('second? ')"
+    t = term("--", sys.executable, "-c", code)
+    t.wait_for(lambda s: "waiting" in s.splitlines()[0])
+    time.sleep(1.0)  # still waiting: no second bell
+    with t.lock:
+        assert t.raw.count(b"\a") == 1
+    t.send(CTRL_A + b"\r")
+    t.wait_for(lambda s: "second?" in s and "waiting" in s.splitlines()[0], timeout=5)
+    with t.lock:
+        assert t.raw.count(b"\a") == 2  # a new wait rings again
+    t.send(b"\r" + CTRL_A + b"q")
+    assert t.wait_exit() == 0
+
+
+def test_an_agent_never_started_is_not_a_failure(term: Callable[..., Terminal], tmp_path: Path) -> None:
+    (tmp_path / "agents.yaml").write_text("""
+agents:
+  now: "echo ran"
+  later: { cmd: "echo never", autostart: false }
+""")
+    t = term("-f", str(tmp_path / "agents.yaml"))
+    t.wait_for(lambda s: "exited (0)" in s and "not started" in s)
+    t.send(b"q")
+    assert t.wait_exit() == 0
+    assert re.search(r"2\s+later\s+not started", t.output()), t.output()
+
+
+def test_a_bad_typing_key_is_a_usage_error_in_every_mode() -> None:
+    proc = subprocess.run([*CLI, "agents", "--mode", "log", "--typing-key", "shift-q", "--", "true"],
+                          capture_output=True, env=ENV, timeout=60, stdin=subprocess.DEVNULL)
+    assert proc.returncode == 2
+    assert b"--typing-key 'shift-q': expected a control key such as ctrl-a" in proc.stderr
+
+
+def test_a_paste_split_over_reads_stays_a_paste(term: Callable[..., Terminal]) -> None:
+    t = term("--", sys.executable, "-q", "-i")
+    t.wait_for(lambda s: ">>>" in s)
+    # Outside typing mode a paste is nobody's: "kq" inside it neither kills nor quits.
+    t.send(b"\x1b[200~" + b"x" * 5000)
+    time.sleep(0.2)
+    t.send(b"kq\x1b[201~")
+    time.sleep(0.5)
+    assert t.proc.isalive()
+    assert "killed" not in t.text().splitlines()[0] and "TYPING" not in t.status()
+    # In typing mode it reaches the agent whole, however the reads cut it.
+    t.send(CTRL_A + b"\x1b[200~print(len('" + b"a" * 5000)
+    time.sleep(0.2)
+    t.send(b"'))\r\x1b[201~")
+    t.wait_for(lambda s: "5000" in pane_lines(s))
+    t.send(CTRL_A + b"q")
+    assert t.wait_exit() == 0
+
+
+def test_closing_a_pane_calls_off_its_pending_restart(term: Callable[..., Terminal], tmp_path: Path) -> None:
+    (tmp_path / "agents.yaml").write_text("""
+agents:
+  flaky: { cmd: "echo attempt; exit 1", restart: always, restart_delay_s: 2 }
+  steady: { cmd: "echo steady; sleep 60" }
+""")
+    t = term("-f", str(tmp_path / "agents.yaml"))
+    t.wait_for(lambda s: "exited (1)" in s and "steady" in s)
+    t.send(b"x")  # close flaky while its restart waits
+    t.wait_for(lambda s: "attempt" not in s)
+    time.sleep(3)  # past the restart delay: nothing comes back, nothing failed
+    screen = t.text()
+    assert "attempt" not in screen and "stderr" not in screen and "KeyError" not in screen
+    assert "1 running" in screen.splitlines()[-1] or "1 idle" in screen.splitlines()[-1]
+    t.send(b"q")
+    assert t.wait_exit() == 1  # flaky did fail (exit 1)
+    assert "failed: 1 flaky (exit 1)" in t.output()

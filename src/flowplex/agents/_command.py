@@ -256,10 +256,9 @@ class CommandSource(Kernel):
             return
         if draining(self._display):
             if self.running:
-                self._kill()
-                self._pump(cc)
-                status = self._exit_status()
-                self._finish(cc, status if status is not None else -int(signal.SIGKILL))
+                self._stop_now(cc)
+            elif self._proc is None:  # never started (autostart: false): say so, it did not fail
+                cc.emit(0, self._end("not started (autostart: false)", ok=True, exit_code=None))
             self._done = True
             cc.source_done()
             return
@@ -335,11 +334,15 @@ class CommandSource(Kernel):
             self._restarts_in_row = 0
             if self.running:
                 self._user_stopped = True
-                self._kill()
-                self._pump(cc)
-                status = self._exit_status()
-                self._finish(cc, status if status is not None else -int(signal.SIGKILL))
+                self._stop_now(cc)
             self._start_again(cc, "restart")
+
+    def _stop_now(self, cc: Context) -> None:
+        """Stop the running command (SIGTERM, then SIGKILL), emit what it still wrote and its end."""
+        self._kill()
+        self._pump(cc)
+        status = self._exit_status()
+        self._finish(cc, status if status is not None else -int(signal.SIGKILL))
 
     def _start_again(self, cc: Context, note: str) -> None:
         cc.emit(0, start_packet(note, ts=self._stamp.next(), stream_id=self._who.stream_id,
@@ -425,10 +428,10 @@ class CommandSource(Kernel):
             except OSError:
                 return len(data)
 
-    def waiting_for_input(self) -> bool:
-        """Whether the command's foreground process is blocked reading its terminal."""
+    def waiting_for_input(self) -> str:
+        """How the command's foreground process waits for its terminal (``"read"``, ``"poll"``, ``""``)."""
         with self._fd_lock:
-            return self._fd >= 0 and foreground_waiting(self._fd)
+            return foreground_waiting(self._fd) if self._fd >= 0 else ""
 
     def close(self, cc: Context) -> None:
         self._kill()
@@ -542,7 +545,7 @@ class _Control:
             taken, self._requests = self._requests, []
             return taken
 
-    def waiting(self) -> bool:
+    def waiting(self) -> str:
         return self._source.waiting_for_input()
 
 

@@ -20,6 +20,7 @@ import typer
 from ..errors import FlowplexError, GraphCancelled, UsageError
 from ._caps import TermCaps
 from ._display import AgentInfo, Display
+from ._keys import typing_key_byte
 from ._logmode import LogRenderer
 from ._proxy import redirect_std_streams
 from ._registry import register_display, resolve_mode
@@ -115,6 +116,7 @@ def agents(
         typer.echo("flowplex agents: --ring: give the ring's name", err=True)
         return 2
     try:
+        typing_key_byte(typing_key)  # a bad key is an error in log mode too, not only where it is used
         display = _make_display(mode, title="flowplex agents", typing_key=typing_key, bell=bell)
     except UsageError as exc:
         typer.echo(f"flowplex agents: {exc}", err=True)
@@ -376,8 +378,8 @@ def _drain(graph: Graph, display: Display) -> None:
     from ..graph import GraphState
 
     display.draining.set()
-    if graph.state == GraphState.RUNNING or graph.state == GraphState.DRAINING:
-        graph.wait_done(timeout=_STOP_TIMEOUT_S)
+    if graph.state in (GraphState.RUNNING, GraphState.DRAINING, GraphState.TERMINATED):
+        graph.wait_done(timeout=_STOP_TIMEOUT_S)  # a graph that already failed raises its error here
 
 
 def _stop_graph(graph: Graph) -> None:

@@ -26,8 +26,10 @@ class AgentControl(Protocol):
     def request(self, action: str) -> None:
         """Ask for one of :data:`ACTIONS`; carried out by the agent's own thread."""
 
-    def waiting(self) -> bool:
-        """Whether the agent's foreground process is blocked reading its terminal now."""
+    def waiting(self) -> str:
+        """How the agent's foreground process waits for its terminal now: ``"read"`` (blocked
+        reading it), ``"poll"`` (in select/poll/epoll with the terminal among what it watches:
+        a prompt, or an event loop whose stdin is the terminal), or ``""``."""
 
 
 def state_word(*, finished: bool, ok: bool, exit_code: int | None, waiting: bool,

@@ -43,6 +43,8 @@ ACTIVE_S: Final = 1.0
 """An agent with output in the last second is ``running``; after that, ``idle``."""
 STATE_POLL_S: Final = 0.25
 """How often the render thread asks the agents' controls whether they wait for input."""
+PROMPT_QUIET_S: Final = 0.5
+"""An agent polling its terminal counts as waiting once its output stopped mid-line this long."""
 _DRAIN_BLOCK_S: Final = 2.0
 """Once ``draining`` is set, the longest a blocked ``feed`` still waits for a slow reader."""
 _IDLE_POLL_S: Final = 0.1
@@ -104,7 +106,9 @@ class AgentInfo:
     ended_at: float | None = None
     last_output: float | None = None
     waiting: bool = False
-    """Its foreground process is blocked reading the terminal (polled from its control)."""
+    """Its foreground process waits for keys (polled from its control)."""
+    ended_line: bool = True
+    """Its last output ended a line (false after a prompt such as ``>>> ``)."""
     restarts: int = 0
     started: bool = True
     """False for a command that is not started yet (``autostart: false``)."""
@@ -282,6 +286,7 @@ class Display(ABC):
                     info.started_at = now
                 info.last_output = now
                 info.lines += raw.count(b"\n")
+                info.ended_line = raw.endswith(b"\n")
             self._messages += 1
             self._bytes_in += len(raw)
             self._updates_since_frame += 1
@@ -581,12 +586,17 @@ class Display(ABC):
                         if not self._agents[sid].finished and self._agents[sid].started]
         for sid, control in controls:
             try:
-                waiting = control.waiting()
+                how = control.waiting()
             except Exception:  # a control that cannot tell is not waiting
                 log.debug("terminal.state.poll-failed agent=%d", sid, exc_info=True)
-                waiting = False
+                how = ""
             with self._lock:
                 info = self._agents[sid]
+                # A read of the terminal is waiting for keys; a select/poll on it is, after a
+                # prompt (output that stopped mid-line a moment ago): an event loop that merely
+                # has the terminal as stdin while it waits for the network has printed whole lines.
+                quiet = info.last_output is None or now - info.last_output >= PROMPT_QUIET_S
+                waiting = how == "read" or (how == "poll" and quiet and not info.ended_line)
                 if waiting != info.waiting and not info.finished:
                     info.waiting = waiting
                     self._on_waiting(info)

@@ -18,9 +18,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ..errors import UsageError
+
 log = logging.getLogger(__name__)
 
-__all__ = ["Event", "Key", "KeyReader", "Mouse", "Paste", "decode_input", "decode_keys", "split_typing"]
+__all__ = [
+    "Event", "Key", "KeyReader", "Mouse", "Paste", "decode_input", "decode_keys", "mouse_of", "split_typing",
+    "typing_key_byte",
+]
 
 MOUSE_ON: Final = "\x1b[?1000h\x1b[?1006h"
 """Report clicks and the wheel, in SGR encoding (``ESC[<b;x;yM``)."""
@@ -105,8 +110,7 @@ def decode_input(data: bytes) -> list[Event]:
             continue
         match = MOUSE_RE.match(data, i)
         if match is not None:
-            b, x, y, kind = match.groups()
-            events.append(Mouse(int(b), int(x) - 1, int(y) - 1, kind == b"M"))
+            events.append(mouse_of(match))
             i = match.end()
             continue
         j = data.find(b"\x1b", i + 1)
@@ -118,6 +122,12 @@ def decode_input(data: bytes) -> list[Event]:
     return events
 
 
+def mouse_of(match: re.Match[bytes]) -> Mouse:
+    """The :class:`Mouse` event of a :data:`MOUSE_RE` match (1-based cells become 0-based)."""
+    b, x, y, kind = match.groups()
+    return Mouse(int(b), int(x) - 1, int(y) - 1, kind == b"M")
+
+
 def _escape_end(data: bytes, i: int) -> int:
     """Index just past the escape sequence starting at ``data[i]`` (or of the next ESC)."""
     j = i + 1
@@ -127,6 +137,25 @@ def _escape_end(data: bytes, i: int) -> int:
             j += 1
         return min(len(data), j + 1)
     return j
+
+
+def typing_key_byte(name: str) -> bytes:
+    """The byte of a typing key given as ``ctrl-a``, ``^a`` or ``C-a`` (letters, ``[ \\ ] ^ _``).
+
+    >>> typing_key_byte("ctrl-b")
+    b'\\x02'
+    """
+    text = name.strip().lower()
+    for lead in ("ctrl-", "ctrl+", "c-", "^"):
+        if text.startswith(lead):
+            text = text[len(lead):]
+            break
+    else:
+        text = ""
+    if len(text) == 1 and ("a" <= text <= "z" or text in "[\\]^_"):
+        return bytes([ord(text.upper()) & 0x1F])
+    msg = f"--typing-key {name!r}: expected a control key such as ctrl-a, ctrl-b or ctrl-]"
+    raise UsageError(msg)
 
 
 def split_typing(data: bytes, typing_key: bytes) -> tuple[bytes, bool, bytes]:

@@ -41,7 +41,9 @@ from ._keys import (
     Mouse,
     Paste,
     decode_input,
+    mouse_of,
     split_typing,
+    typing_key_byte,
 )
 from ._layout import Layout, Rect, View, plan_layout
 from ._sanitize import safe_label
@@ -58,25 +60,6 @@ _BRACKETED_PASTE_MODE: Final = 2004 << 5
 """How pyte stores private mode 2004 (a program that asked for bracketed paste)."""
 NORMAL_HINTS: Final = "^a type  Tab/1-9 focus  z zoom  PgUp/PgDn scroll  / find  s r k stop restart kill  q quit "
 TYPING_HINTS: Final = "keys go to the agent  {key} leaves typing mode "
-
-
-def typing_key_byte(name: str) -> bytes:
-    """The byte of a typing key given as ``ctrl-a``, ``^a`` or ``C-a`` (letters, ``[ \\ ] ^ _``).
-
-    >>> typing_key_byte("ctrl-b")
-    b'\\x02'
-    """
-    text = name.strip().lower()
-    for lead in ("ctrl-", "ctrl+", "c-", "^"):
-        if text.startswith(lead):
-            text = text[len(lead):]
-            break
-    else:
-        text = ""
-    if len(text) == 1 and ("a" <= text <= "z" or text in "[\\]^_"):
-        return bytes([ord(text.upper()) & 0x1F])
-    msg = f"--typing-key {name!r}: expected a control key such as ctrl-a, ctrl-b or ctrl-]"
-    raise UsageError(msg)
 
 
 @dataclass(slots=True)
@@ -184,6 +167,11 @@ class PaneRenderer(Display):
         self._notice = ""
         """A one-off message for the status bar (a search that found nothing...)."""
         self._ring_bell = False
+        self._pasting: bool | None = None
+        """Inside a paste (its end marker not seen yet): whether the markers are passed on."""
+        self._paste_target = False
+        """The paste goes to the focused agent (typing mode when it began)."""
+        self._view_ops: list[tuple[_Pane, str, int | str]] = []
         self.interrupted = False
         """Ctrl-C was pressed outside typing mode (the host exits with 130)."""
         # Shared with feeding threads (under self._lock).
@@ -215,10 +203,14 @@ class PaneRenderer(Display):
         self._layout_dirty = True
 
     def _on_agent_changed(self, info: AgentInfo) -> None:
-        self._panes[info.stream_id].chrome_dirty = True
+        pane = self._panes.get(info.stream_id)
+        if pane is not None:
+            pane.chrome_dirty = True
 
     def _on_feed(self, info: AgentInfo, data: bytes) -> None:
-        pane = self._panes[info.stream_id]
+        pane = self._panes.get(info.stream_id)
+        if pane is None:
+            return  # its pane was closed (x): what it still says is not shown
         pane.ended_line = data.endswith(b"\n")
         pending = pane.pending
         pending += data
@@ -234,7 +226,9 @@ class PaneRenderer(Display):
             pending[:0] = b"\x18"
 
     def _on_end(self, info: AgentInfo) -> None:
-        pane = self._panes[info.stream_id]
+        pane = self._panes.get(info.stream_id)
+        if pane is None:
+            return
         pane.chrome_dirty = True
         note = info.note or ("done" if info.ok else "failed")
         rule = "──" if self.caps.unicode else "--"
@@ -275,7 +269,23 @@ class PaneRenderer(Display):
         return self._typing
 
     def handle_input(self, data: bytes) -> None:
-        """Bytes read from the keyboard (raw mode): typing mode, mouse, paste, or keys."""
+        """Bytes read from the keyboard (raw mode): typing mode, mouse, paste, or keys.
+
+        A paste may arrive over several reads: until its end marker, everything is pasted text
+        (for the focused agent in typing mode, dropped otherwise), never keys.
+        """
+        while data:
+            if self._pasting is not None:
+                data = self._paste(data)
+                continue
+            start = data.find(PASTE_BEGIN)
+            head, data = (data, b"") if start < 0 else (data[:start], data[start + len(PASTE_BEGIN):])
+            self._keys_or_typing(head)
+            if start >= 0:
+                self._begin_paste()
+
+    def _keys_or_typing(self, data: bytes) -> None:
+        """Input without pastes: keys in normal mode, the agent's in typing mode."""
         while data:
             if self._typing:
                 data = self._type(data)
@@ -296,39 +306,60 @@ class PaneRenderer(Display):
             self._handle_event(mouse)
         text, pressed, rest = split_typing(data, self._typing_key)
         if text:
-            control = self._focused_control()
-            if control is not None:
-                control.write(self._paste_for(text))
-                self._scroll_focused_live()
+            self._send(text)
         if pressed:
             self._set_typing(False)
             return rest
         return b""
 
-    def _paste_for(self, data: bytes) -> bytes:
-        """Keep the paste markers only for a program that asked for bracketed paste."""
-        if PASTE_BEGIN not in data:
-            return data
-        with self._lock:
-            pane = self._order[self._focus] if self._focus < len(self._order) else None
+    def _send(self, data: bytes) -> None:
+        control = self._focused_control()
+        if control is not None:
+            control.write(data)
+            self._view_op("live")
+
+    def _begin_paste(self) -> None:
+        """A paste starts: it goes to the focused agent in typing mode (dropped whole otherwise),
+        with the markers only for a program that asked for bracketed paste."""
+        pane = self._focused_pane() if self._typing else None
+        self._paste_target = pane is not None
         vt = pane.vt if pane is not None else None
-        if vt is not None and _BRACKETED_PASTE_MODE in vt.screen.mode:
-            return data
-        return data.replace(PASTE_BEGIN, b"").replace(PASTE_END, b"")
+        self._pasting = vt is not None and _BRACKETED_PASTE_MODE in vt.screen.mode
+        if self._pasting:
+            self._send(PASTE_BEGIN)
+
+    def _paste(self, data: bytes) -> bytes:
+        end = data.find(PASTE_END)
+        body, rest = (data, b"") if end < 0 else (data[:end], data[end + len(PASTE_END):])
+        if self._paste_target and body:
+            self._send(body)
+        if end >= 0:
+            if self._paste_target and self._pasting:
+                self._send(PASTE_END)
+            self._pasting = None
+        return rest
 
     def _set_typing(self, on: bool) -> None:
         with self._lock:
-            pane = self._order[self._focus] if self._focus < len(self._order) else None
+            pane = self._focused_pane_locked()
             if on and (pane is None or not pane.info.controllable):
                 self._notice = "typing: the focused agent takes no input" if pane is not None else ""
                 on = False
             self._typing = on
+            self._prompt = None  # a search being typed ends: keys now go elsewhere
             self._status = ""
         self._wake.set()
 
+    def _focused_pane_locked(self) -> _Pane | None:
+        return self._order[self._focus] if self._focus < len(self._order) else None
+
+    def _focused_pane(self) -> _Pane | None:
+        with self._lock:
+            return self._focused_pane_locked()
+
     def _focused_control(self) -> AgentControl | None:
         with self._lock:
-            pane = self._order[self._focus] if self._focus < len(self._order) else None
+            pane = self._focused_pane_locked()
             return None if pane is None else self._controls.get(pane.info.stream_id)
 
     def _handle_event(self, event: Key | Mouse | Paste) -> None:
@@ -344,44 +375,56 @@ class PaneRenderer(Display):
             return
         for index, rect in layout.panes:
             if rect.x <= event.x < rect.x + rect.w and rect.y <= event.y < rect.y + rect.h:
-                if event.wheel:
-                    self._scroll(index, -event.wheel * _WHEEL_LINES)
-                elif event.button & 3 == 0:
-                    with self._lock:
-                        if index != self._focus:
-                            self._focus = index
-                            self._layout_dirty = self._view is not View.GRID
-                            for pane in self._order:
-                                pane.chrome_dirty = True
-                            self._status = ""
-                    self._wake.set()
+                with self._lock:
+                    if event.wheel:
+                        self._view_op_locked(index, "scroll", -event.wheel * _WHEEL_LINES)
+                    elif event.button & 3 == 0 and index != self._focus:
+                        self._focus = index
+                        self._layout_dirty = self._view is not View.GRID
+                        for pane in self._order:
+                            pane.chrome_dirty = True
+                        self._status = ""
+                self._wake.set()
                 return
 
-    def _scroll(self, index: int, lines: int) -> None:
-        """Scroll pane ``index`` back (``lines`` > 0) or forward in its history."""
+    def _view_op(self, op: str, arg: int | str = 0) -> None:
         with self._lock:
-            pane = self._order[index] if index < len(self._order) else None
-            vt = pane.vt if pane is not None else None
-            if pane is not None and vt is not None and vt.scroll_view(lines):
-                _view_moved(pane)
-                self._status = ""
+            self._view_op_locked(self._focus, op, arg)
         self._wake.set()
 
-    def _scroll_focused_live(self) -> None:
-        with self._lock:
-            pane = self._order[self._focus] if self._focus < len(self._order) else None
-            vt = pane.vt if pane is not None else None
-            if pane is not None and vt is not None and vt.scroll_to_live():
-                _view_moved(pane)
+    def _view_op_locked(self, index: int, op: str, arg: int | str = 0) -> None:
+        """Queue a change of pane ``index``'s view (``scroll`` N lines back, ``live``, ``search``
+        text, ``next``/``prev`` match): the render thread, which owns the pane's screen, makes it."""
+        if index < len(self._order):
+            self._view_ops.append((self._order[index], op, arg))
+
+    def _apply_view_ops(self, ops: list[tuple[_Pane, str, int | str]]) -> None:
+        """Scroll and search the panes' screens (render thread)."""
+        for pane, op, arg in ops:
+            vt = pane.vt
+            if vt is None:
+                continue
+            if op == "scroll":
+                moved = vt.scroll_view(int(arg))
+            elif op == "live":
+                moved = vt.scroll_to_live()
+            else:
+                moved = vt.search(str(arg), backwards=op != "prev") is not None
+                if not moved:
+                    with self._lock:
+                        self._notice = f"not found: {safe_label(str(arg), 40)}"
+            if moved:
+                _view_moved(pane)  # a search match is highlighted even where the view stayed
+            with self._lock:
                 self._status = ""
-        self._wake.set()
 
     def _prompt_key(self, key: str) -> None:
         """A key while the search prompt is open (lock held)."""
         assert self._prompt is not None
         if key == "enter":
             self._search, self._prompt = self._prompt, None
-            self._find(backwards=True)
+            if self._search:
+                self._view_op_locked(self._focus, "search", self._search)
         elif key in ("esc", "ctrl-c", "ctrl-g"):
             self._prompt = None
         elif key == "backspace":
@@ -390,21 +433,9 @@ class PaneRenderer(Display):
             self._prompt += key
         self._status = ""
 
-    def _find(self, *, backwards: bool) -> None:
-        """Search the focused pane's history for the last search (lock held)."""
-        pane = self._order[self._focus] if self._focus < len(self._order) else None
-        vt = pane.vt if pane is not None else None
-        if vt is None or not self._search:
-            return
-        if vt.search(self._search, backwards=backwards) is None:
-            self._notice = f"not found: {safe_label(self._search, 40)}"
-        elif pane is not None:
-            _view_moved(pane)  # the match is highlighted even where the view stayed
-        self._status = ""
-
     def _act(self, action: str) -> None:
         """Stop/start, restart or kill the focused agent (lock held)."""
-        pane = self._order[self._focus] if self._focus < len(self._order) else None
+        pane = self._focused_pane_locked()
         if pane is None:
             return
         control = self._controls.get(pane.info.stream_id)
@@ -418,17 +449,28 @@ class PaneRenderer(Display):
         self._status = ""
 
     def _close_pane(self) -> None:
-        """Remove the focused pane if its agent ended (lock held)."""
-        if self._focus >= len(self._order):
+        """Remove the focused pane if its agent ended (lock held); a restart it had pending is
+        called off, so nothing runs without a pane."""
+        pane = self._focused_pane_locked()
+        if pane is None:
             return
-        pane = self._order[self._focus]
         if not pane.info.finished:
             self._notice = f"{pane.info.name} still runs: stop it (s) or kill it (k) first"
             return
+        control = self._controls.get(pane.info.stream_id)
+        if control is not None:
+            control.request("stop")
         self._order.pop(self._focus)
         del self._panes[pane.info.stream_id]
         self._focus = min(self._focus, max(0, len(self._order) - 1))
         self._layout_dirty = True
+
+    def notice(self, text: str) -> None:
+        """Show a line of flowplex's own (a warning) in the status bar, never in an agent's pane."""
+        with self._lock:
+            self._notice = "[flowplex] " + safe_label(text.strip(), 200)
+            self._status = ""
+        self._wake.set()
 
     def handle_key(self, key: str) -> None:
         """Focus, zoom, ticker, scrollback, search, agent control and quit keys (class docstring)."""
@@ -452,19 +494,14 @@ class PaneRenderer(Display):
             elif len(key) == 1 and key.isdigit() and key != "0":
                 focus = next((i for i, p in enumerate(self._order) if p.info.number == int(key)), focus)
             elif key in ("pgup", "pgdn") and n:
-                pane = self._order[focus]
-                if pane.vt is not None:
-                    page = max(1, pane.vt.lines - 1)
-                    if pane.vt.scroll_view(page if key == "pgup" else -page):
-                        _view_moved(pane)
+                page = max(1, self._order[focus].size[1] - 1)
+                self._view_op_locked(focus, "scroll", page if key == "pgup" else -page)
             elif key == "end" and n:
-                pane = self._order[focus]
-                if pane.vt is not None and pane.vt.scroll_to_live():
-                    _view_moved(pane)
+                self._view_op_locked(focus, "live")
             elif key == "/" and n:
                 self._prompt = ""
-            elif key in ("n", "N") and n:
-                self._find(backwards=key == "n")
+            elif key in ("n", "N") and n and self._search:
+                self._view_op_locked(focus, "next" if key == "n" else "prev", self._search)
             elif key in ("s", "r", "k") and n:
                 self._act({"s": "stop", "r": "restart", "k": "kill"}[key])
             elif key == "x" and n:
@@ -581,6 +618,10 @@ class PaneRenderer(Display):
 
     def _render(self, now: float, *, final: bool) -> bytes:
         budget = self.feed_budget_bytes
+        with self._lock:
+            ops, self._view_ops = self._view_ops, []
+        if ops:
+            self._apply_view_ops(ops)
         with self._lock:
             feeds: list[tuple[_Pane, bytes]] = []
             more = False
@@ -873,8 +914,7 @@ def _take_mouse(data: bytes) -> tuple[list[Mouse], bytes]:
     i = 0
     for match in MOUSE_RE.finditer(data):
         rest += data[i:match.start()]
-        b, x, y, kind = match.groups()
-        mice.append(Mouse(int(b), int(x) - 1, int(y) - 1, kind == b"M"))
+        mice.append(mouse_of(match))
         i = match.end()
     rest += data[i:]
     return mice, bytes(rest)
