@@ -115,6 +115,12 @@ class AgentInfo:
     controllable: bool = False
     """A control is attached: keys can reach it (typing mode, stop/restart/kill)."""
 
+    def state_key(self, now: float) -> tuple[object, ...]:
+        """What :meth:`state` depends on at ``now``: cheap to compare, so a renderer redraws a
+        title only when its state word can have changed."""
+        active = self.last_output is not None and now - self.last_output < ACTIVE_S
+        return self.finished, self.ok, self.exit_code, self.waiting, self.started, active
+
     def state(self, now: float) -> str:
         """The state word at monotonic time ``now`` (see :func:`~flowplex.terminal._control.state_word`)."""
         active = self.last_output is not None and now - self.last_output < ACTIVE_S
@@ -175,13 +181,13 @@ class Display(ABC):
         self.overflow = overflow
         self.block_timeout_s = None if block_timeout_s is None else float(block_timeout_s)
         self._may_drop = overflow == "drop"
+        """Whether the chunk being fed may be cut to the buffer's bound (lock held): always under
+        ``"drop"``; under ``"block"`` only after a wait for room timed out."""
         self._gave_up = False
+        """A wait for room timed out while draining: later feeds do not wait any more."""
         self._held_at = float("-inf")
         """When a ``feed`` last came out of a wait for room (display clock; lock held): a
         renderer's "this line stalled" timers restart then, as the stall was ours."""
-        """A wait for room timed out while draining: later feeds do not wait any more."""
-        """Whether the chunk being fed may be cut to the buffer's bound (lock held): always under
-        ``"drop"``; under ``"block"`` only after a wait for room timed out."""
         if writer is None:
             writer = Writer(_stdout_fd())
         self.writer = writer

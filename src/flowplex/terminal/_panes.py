@@ -77,8 +77,9 @@ class _Pane:
     sized: bool = False
     """A layout has given the pane its size (until then ``size`` is a placeholder)."""
     ended_line: bool = True
-    shown_title: str = ""
-    """The title last drawn (redrawn when its state, scroll position or typing mode changes)."""
+    title_key: tuple[object, ...] = ()
+    """What the title last drawn showed (redrawn when its state, scroll position, typing mode,
+    name or note changes)."""
 
 
 class PaneRenderer(Display):
@@ -188,6 +189,7 @@ class PaneRenderer(Display):
         self._back: Canvas = []
         self._clear_next = True
         self._status = ""
+        self._status_key: tuple[object, ...] = ()
         self._cursor: tuple[int, int, bool] | None = None
         self._sgr: tuple[object, ...] | None = None
 
@@ -254,8 +256,12 @@ class PaneRenderer(Display):
         self._wake.set()
 
     def _on_poll(self, now: float) -> None:
-        # "running" turns into "idle" a second after the last output: a frame redraws the titles.
-        self._wake.set()
+        # "running" turns into "idle" a second after the last output: a frame redraws the titles
+        # and the status line (only then: a frame for nothing would take a frame slot).
+        with self._lock:
+            states = tuple(p.info.state_key(now) for p in self._order)
+        if not self._status_key or states != self._status_key[0]:
+            self._wake.set()
 
     @property
     def keeps_agents(self) -> bool:
@@ -670,7 +676,7 @@ class PaneRenderer(Display):
             pane = order[index]
             focused = index == focus
             if (pane.chrome_dirty or relayout or id(pane) in recolour
-                    or self._title(pane, focused)[0] != pane.shown_title):
+                    or self._title_key(pane, focused, now) != pane.title_key):
                 self._draw_chrome(pane, rect, focused, touched)
             self._draw_content(enc, pane, rect, focused, now, final, touched)
         if view is View.TICKER and (feeds or relayout or chrome):
@@ -734,6 +740,12 @@ class PaneRenderer(Display):
                         pane.sized = True
         self._status = ""
 
+    def _title_key(self, pane: _Pane, focused: bool, now: float) -> tuple[object, ...]:
+        vt = pane.vt
+        info = pane.info
+        return (info.state_key(now), vt.view_offset if vt is not None else 0, focused and self._typing,
+                info.name, info.agent_type, info.note)
+
     def _title(self, pane: _Pane, focused: bool) -> tuple[str, str]:
         """A pane's title (number, name, state, scroll position, typing) and its right-hand note."""
         info = pane.info
@@ -754,7 +766,7 @@ class PaneRenderer(Display):
         info = pane.info
         style = agent_style(info.agent_type, focused=focused)
         title, note = self._title(pane, focused)
-        pane.shown_title = title
+        pane.title_key = self._title_key(pane, focused, self._clock())
         top, bottom, side = border_rows(rect.w, title, note, style, unicode=self.caps.unicode, focused=focused)
         back = self._back
         x0, x1 = rect.x, rect.x + rect.w
@@ -840,9 +852,14 @@ class PaneRenderer(Display):
             _touch(touched, y, 0, layout.columns)
 
     def _draw_status(self, order: list[_Pane], layout: Layout, touched: dict[int, list[tuple[int, int]]]) -> None:
-        dot = " · " if self.caps.unicode else " - "
-        shown = {index for index, _ in layout.panes}
         now = self._clock()
+        shown = {index for index, _ in layout.panes}
+        key = (tuple(p.info.state_key(now) for p in order), self._prompt, self._typing, self._notice, self._focus,
+               layout.view, tuple(p.unread for i, p in enumerate(order) if i not in shown), len(order))
+        if key == self._status_key and self._status:
+            return  # nothing it shows changed: no need to build the text
+        self._status_key = key
+        dot = " · " if self.caps.unicode else " - "
         states: dict[str, int] = {}
         for pane in order:
             word = pane.info.state(now).split(" (")[0]
