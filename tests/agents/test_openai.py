@@ -12,7 +12,6 @@ import pytest
 
 import flowplex
 from flowplex.agents import OpenAIStreamSource
-from flowplex.agents._openai import iter_sse
 
 from .conftest import run_source, text_of
 
@@ -199,10 +198,38 @@ def test_option_errors(opts: dict[str, object], message: str) -> None:
         run_source("OpenAIStreamSource", opts)
 
 
-def test_sse_parser() -> None:
-    lines = ["event: delta", "data: {\"a\":", "data: 1}", "", "id: 7", "retry: 10", "data:x", ""]
-    assert list(iter_sse(lines)) == [("delta", '{"a":\n1}'), ("message", "x")]
+def test_events_split_over_lines_comments_and_fields(server: Server) -> None:
+    """Server-sent events as servers really send them: a JSON chunk over two ``data:`` lines,
+    ids, retries and comments between events, CRLF line ends (parsed by httpx-sse)."""
+    def varied(h: BaseHTTPRequestHandler, attempt: int) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        h.end_headers()
+        h.wfile.write(b'id: 1\r\nretry: 10\r\ndata: {"choices": [{"delta":\r\ndata: {"content": "Hel"}}]}\r\n\r\n')
+        h.wfile.write(b': ping\n\ndata:{"choices": [{"delta": {"content": "lo"}}]}\n\n')
+        h.wfile.write(b"data: [DONE]\n\n")
+
+    server.behaviour = varied
+    chunks = run_source("OpenAIStreamSource", options(server))
+    assert "".join(c.text for _, c in chunks if not c.is_end) == "Hello"
+    assert chunks[-1][1].ok
     assert OpenAIStreamSource.__doc__ is not None
+
+
+def test_a_page_that_is_not_an_event_stream_is_an_error(server: Server) -> None:
+    def html(h: BaseHTTPRequestHandler, attempt: int) -> None:
+        body = b"<html><body>Please log in</body></html>"
+        h.send_response(200)
+        h.send_header("Content-Type", "text/html")
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+
+    server.behaviour = html
+    chunks = run_source("OpenAIStreamSource", options(server))
+    end = chunks[-1][1]
+    assert end.is_end and not end.ok
+    assert "the server did not answer with an event stream (text/html)" in end.text
 
 
 def test_draining_display_abandons_the_request(server: Server) -> None:

@@ -3,7 +3,8 @@
 OpenAI, vLLM, Ollama and llama.cpp's server all speak the same protocol: ``POST
 {base_url}/chat/completions`` with ``"stream": true`` answers with server-sent events whose
 ``data:`` lines hold JSON chunks (``choices[0].delta.content``) and end with ``data: [DONE]``.
-The HTTP exchange runs on a worker thread (httpx), so the source never blocks the graph.
+The HTTP exchange runs on a worker thread (httpx, with httpx-sse parsing the events), so the
+source never blocks the graph.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import logging
 import os
 import queue
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["OpenAIStreamSource", "StreamFailure", "iter_sse"]
+__all__ = ["OpenAIStreamSource", "StreamFailure"]
 
 DEFAULT_BASE_URL: Final = "https://api.openai.com/v1"
 RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
@@ -44,37 +45,6 @@ class StreamFailure(Exception):
         super().__init__(message)
         self.retry = retry
         self.retry_after_s = retry_after_s
-
-
-def iter_sse(lines: Iterable[str]) -> Iterator[tuple[str, str]]:
-    """Server-sent events from decoded lines: ``(event, data)`` pairs.
-
-    Multi-line ``data`` fields are joined with newlines; comments (``:``) and unknown fields are
-    skipped; an event is dispatched at each blank line (and at the end of the stream).
-
-    >>> list(iter_sse(["data: a", "data: b", "", ": ping", "event: x", "data: c"]))
-    [('message', 'a\\nb'), ('x', 'c')]
-    """
-    event = "message"
-    data: list[str] = []
-    for raw in lines:
-        line = raw.rstrip("\r")
-        if not line:
-            if data:
-                yield event, "\n".join(data)
-            event, data = "message", []
-            continue
-        if line.startswith(":"):
-            continue
-        field, _, value = line.partition(":")
-        if value.startswith(" "):
-            value = value[1:]
-        if field == "data":
-            data.append(value)
-        elif field == "event":
-            event = value or "message"
-    if data:
-        yield event, "\n".join(data)
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,7 +244,7 @@ class OpenAIStreamSource(Kernel):
                     retry=resp.status_code in RETRY_STATUS,
                     retry_after_s=_retry_after(resp.headers.get("retry-after")),
                 )
-            for event, data in iter_sse(resp.iter_lines()):
+            for event, data in _events(resp):
                 if self._stop.is_set():
                     return
                 if data.strip() == "[DONE]":
@@ -290,6 +260,20 @@ class OpenAIStreamSource(Kernel):
                 text = _delta_text(chunk)
                 if text:
                     yield text
+
+
+def _events(resp: httpx.Response) -> Iterator[tuple[str, str]]:
+    """The response's server-sent events as ``(event, data)`` (httpx-sse does the parsing)."""
+    from httpx_sse import EventSource, SSEError
+
+    try:
+        for sse in EventSource(resp).iter_sse():
+            if sse.data:  # a comment-only block (keep-alive ping) carries no event
+                yield sse.event or "message", sse.data
+    except SSEError as exc:  # not an event stream: a proxy's HTML page, a JSON answer...
+        kind = resp.headers.get("content-type", "no content type")
+        msg = f"the server did not answer with an event stream ({kind}): {exc}"
+        raise StreamFailure(msg, retry=False) from None
 
 
 def _delta_text(chunk: object) -> str:
