@@ -14,6 +14,7 @@ from typing import Annotated, Any
 import typer
 
 from flowplex.errors import UsageError
+from flowplex.packets._values import packet_value as packet_value  # moved; kept importable from here
 
 app = typer.Typer(
     name="flowplex",
@@ -40,24 +41,6 @@ def _fail(exc: BaseException, code: int) -> typer.Exit:
     else:
         typer.echo(f"flowplex: error: {exc}", err=True)
     return typer.Exit(code)
-
-
-def packet_value(packet: Any) -> object:
-    """A JSON-friendly value for a packet (arrays summarised, bytes as hex)."""
-    if packet.is_empty:
-        return None
-    for reader in ("as_bool", "as_int", "as_float", "as_str"):
-        value = getattr(packet, reader)()
-        if value is not None:
-            return value
-    raw = packet.as_bytes()
-    if raw is not None:
-        return raw.hex()
-    try:
-        arr = packet.as_numpy()
-    except ValueError:
-        return repr(packet)
-    return {"shape": list(arr.shape), "dtype": str(arr.dtype)}
 
 
 # -- run ------------------------------------------------------------------------------------------

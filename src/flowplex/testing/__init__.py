@@ -1,4 +1,14 @@
-"""Test helpers: run the same graph on any executor.
+"""Test helpers, public and shipped: script sources, run graphs, collect and compare outputs.
+
+- ``ScriptedSource`` (kernel ``ScriptedSource``) plays a script of values, ``At(ts, value)``,
+  ``Gap(seconds)``, ``Fail(message)`` and ``EndOfStream()``; ``scripted(name, items)`` makes
+  its node dict. The script is plain YAML options, so the graph runs on a process pool too.
+- ``run_graph(graph, inputs)`` builds, feeds, runs to the end and returns ``Outputs``: per
+  output port, ``[(ts, value), ...]``.
+- ``CollectSink`` (kernel ``CollectSink``) records what it receives (in-process executors).
+- ``FakeClock`` for code that takes a clock (the terminal displays; the engine keeps its own).
+- ``flowplex.testing.pytest_plugin``: the fixtures ``flowplex_graph`` and ``kernel_runner``.
+- ``LoopbackExecutor``: an inline executor whose kernels run behind the process codec.
 
 ``default_executor(kind)`` places the default slot of every graph built inside the ``with``
 block on another executor (``"inline"``, ``"threads"``, ``"delegating"``, ``"loopback"`` or
@@ -13,13 +23,40 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+from ..errors import EndOfStream as EndOfStream
 from ..errors import UsageError
 from ..executors import DelegatingExecutor, InlineExecutor, ThreadPoolExecutor
 from ..executors._placement import ExecutorFactory, _default_factory
 from ..processes import ProcessPoolExecutor
+from ._clock import FakeClock as FakeClock
+from ._collect import CollectSink as CollectSink
+from ._collect import Record as Record
 from ._loopback import LoopbackExecutor as LoopbackExecutor
+from ._run import Outputs as Outputs
+from ._run import run_graph as run_graph
+from ._script import At as At
+from ._script import Fail as Fail
+from ._script import Gap as Gap
+from ._sources import ScriptedSource as ScriptedSource
+from ._sources import scripted as scripted
 
-__all__ = ["EXECUTOR_KINDS", "EXTRA_KINDS", "LoopbackExecutor", "default_executor"]
+__all__ = [
+    "EXECUTOR_KINDS",
+    "EXTRA_KINDS",
+    "At",
+    "CollectSink",
+    "EndOfStream",
+    "Fail",
+    "FakeClock",
+    "Gap",
+    "LoopbackExecutor",
+    "Outputs",
+    "Record",
+    "ScriptedSource",
+    "default_executor",
+    "run_graph",
+    "scripted",
+]
 
 EXECUTOR_KINDS = ("inline", "threads", "delegating", "loopback", "processes")
 """The kinds engine suites run on, each a name ``default_executor`` accepts."""
