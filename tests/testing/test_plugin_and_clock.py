@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from importlib.metadata import entry_points
+
 import pytest
 
 from flowplex.errors import UsageError
@@ -40,7 +42,16 @@ def test_the_fixtures_build_graphs_and_runners_and_close_them(pytester: pytest.P
                 flowplex_graph({"nodes": [{"name": "s", "kernel": "ScriptedSource", "output_ports": ["o"],
                                             "options": {"script": [{"gap": -1}]}}], "output_ports": ["o"]})
     """)
+    # Loaded by name, with entry-point autoloading off (so it is this -p that loads it)...
+    pytester._monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")
     result = pytester.runpytest_subprocess("-p", PLUGIN, "-p", "no:cacheprovider")
+    result.assert_outcomes(passed=4)
+    # ...and by its pytest11 entry point, as a user who installed flowplex gets it.
+    pytester._monkeypatch.delenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD")
+    installed = [e for e in entry_points(group="pytest11") if e.value == PLUGIN]
+    if not installed:
+        pytest.skip("this install of flowplex has no pytest11 entry point yet (reinstall: pip install -e .)")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
     result.assert_outcomes(passed=4)
 
 
