@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 from .._log import LogLevel
 from ..errors import UsageError
 from ..kernels import Context, Contract, Kernel, kernel
-from ..terminal._control import ACTIONS
+from ..terminal._control import ACTIONS, signal_name
 from ..transport import AgentType
 from ._common import Identity, Stamper, draining, option_error, read_identity
 from ._packets import chunk_packet, end_packet, start_packet
@@ -44,13 +44,7 @@ def describe_exit(exit_code: int) -> str:
     >>> describe_exit(-9)
     'killed by SIGKILL'
     """
-    if exit_code >= 0:
-        return f"exit {exit_code}"
-    try:
-        name = signal.Signals(-exit_code).name
-    except ValueError:
-        name = f"signal {-exit_code}"
-    return f"killed by {name}"
+    return f"exit {exit_code}" if exit_code >= 0 else f"killed by {signal_name(-exit_code)}"
 
 
 @final

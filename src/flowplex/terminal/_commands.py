@@ -67,7 +67,7 @@ def demo(duration: float, mode: str) -> int:
         typer.echo(f"flowplex demo: {exc}", err=True)
         return 2
     graph = _build_graph(yaml_text)
-    _declare_agents(display, yaml_text)
+    _declare_agents(display, graph)
     started = time.monotonic()
     code, error = _run(graph, display, DEMO_DISPLAY, until=started + duration)
     elapsed = time.monotonic() - started
@@ -275,16 +275,15 @@ def _make_display(mode: str, *, title: str, typing_key: str = "ctrl-a", bell: bo
     return LogRenderer(writer, caps, overflow="block", block_timeout_s=None, fps=_FILE_FPS, partial_flush_s=None)
 
 
-def _declare_agents(display: Display, yaml_text: str) -> None:
+def _declare_agents(display: Display, graph: Graph) -> None:
     """Give the display every agent of the graph before it starts, in stream-id order, so that
     the layout is final from the first frame (panes do not move as agents begin to talk)."""
-    import yaml
-
-    for node in yaml.safe_load(yaml_text).get("nodes", []):
-        options = node.get("options") or {}
+    for node in graph.plan.spec.nodes:
+        options = node.options if isinstance(node.options, dict) else {}
         sid = options.get("stream_id")
         if isinstance(sid, int) and not isinstance(sid, bool):
-            display.add_agent(sid, options.get("name") or node.get("name"), options.get("agent_type"))
+            name = options.get("name")
+            display.add_agent(sid, name if isinstance(name, str) and name else node.name, options.get("agent_type"))
 
 
 def _build_graph(yaml_text: str) -> Graph:

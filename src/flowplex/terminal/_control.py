@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 from typing import Final, Protocol
 
-__all__ = ["ACTIONS", "AgentControl", "state_word"]
+__all__ = ["ACTIONS", "AgentControl", "signal_name", "state_word"]
 
 ACTIONS: Final = ("start", "stop", "restart", "kill")
 """What ``AgentControl.request`` accepts: start a command that is not running, SIGTERM it,
@@ -32,6 +32,18 @@ class AgentControl(Protocol):
         a prompt, or an event loop whose stdin is the terminal), or ``""``."""
 
 
+def signal_name(signum: int) -> str:
+    """``"SIGTERM"`` for 15; ``"signal 99"`` for a number with no name.
+
+    >>> signal_name(9)
+    'SIGKILL'
+    """
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
 def state_word(*, finished: bool, ok: bool, exit_code: int | None, waiting: bool,
                active: bool, started: bool = True) -> str:
     """The state shown for an agent: running, idle, waiting, exited (N), killed (SIG), done, failed.
@@ -47,11 +59,7 @@ def state_word(*, finished: bool, ok: bool, exit_code: int | None, waiting: bool
         if exit_code is None:
             return "done" if ok else "failed"
         if exit_code < 0:
-            try:
-                name = signal.Signals(-exit_code).name
-            except ValueError:
-                name = f"signal {-exit_code}"
-            return f"killed ({name})"
+            return f"killed ({signal_name(-exit_code)})"
         return f"exited ({exit_code})"
     if waiting:
         return "waiting"
