@@ -10,24 +10,10 @@ import pyte
 import pytest
 
 from flowplex.terminal import LogRenderer, PaneRenderer, TermCaps, Writer
+from flowplex.testing import FakeClock
 
 SYNC_BEGIN = b"\x1b[?2026h"
 SYNC_END = b"\x1b[?2026l"
-
-
-class FakeClock:
-    """Monotonic seconds that only move when told to."""
-
-    __test__ = False
-
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def replay(data: bytes, columns: int, rows: int, screen: pyte.Screen | None = None) -> pyte.Screen:
@@ -69,7 +55,7 @@ class Term:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(100.0)
 
 
 @pytest.fixture
