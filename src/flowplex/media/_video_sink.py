@@ -118,7 +118,7 @@ class VideoFileSink(Kernel):
         self._crf = opts.integer("crf", -1, minimum=0) if opts.has("crf") else None
         if self._crf is not None and self._codec not in CRF_CODECS:
             raise option_error(cc, "crf", f"codec {self._codec!r} has no constant rate factor (those that do: "
-                                    f"{', '.join(sorted(CRF_CODECS))}); set its bit_rate in encoder_options instead")
+                                    f"{', '.join(sorted(CRF_CODECS))}); set a bit rate in encoder_options instead (b: 2M)")
         self._encoder_pix_fmt = opts.string("encoder_pix_fmt", "yuv420p")
         self._encoder_options = opts.mapping("encoder_options")
         if self._crf is not None:
