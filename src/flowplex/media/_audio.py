@@ -76,7 +76,7 @@ class AudioFileSource(Kernel):
 
     def open(self, cc: Context) -> None:
         sf = import_soundfile(cc)
-        opts = Options(cc)
+        opts = Options(cc, ("path", "frames_per_packet", "realtime"))
         self._path = opts.string("path", required="give a sound file (WAV, FLAC, OGG...)")
         self._frames_per_packet = opts.integer("frames_per_packet", DEFAULT_FRAMES_PER_PACKET, minimum=1)
         self._pacer = Pacer() if opts.boolean("realtime", False) else None
@@ -180,7 +180,7 @@ class AudioFileSink(Kernel):
 
     def open(self, cc: Context) -> None:
         sf = self._sf = import_soundfile(cc)
-        opts = Options(cc)
+        opts = Options(cc, ("path", "sample_rate", "format", "subtype"))
         self._path = opts.string("path", required="give the sound file to write, e.g. out.wav")
         directory = os.path.dirname(os.path.abspath(self._path))
         if not os.path.isdir(directory):

@@ -8,6 +8,7 @@ import time
 from types import ModuleType
 from typing import Final
 
+from .._suggest import suggest
 from ..errors import ConfigError
 from ..kernels import Context
 
@@ -59,6 +60,8 @@ def import_soundfile(cc: Context) -> ModuleType:
 class Options:
     """A node's options read strictly: a value of the wrong type is an error, not the default.
 
+    A key the kernel does not take (``known``) is an error too, with a did-you-mean.
+
     The ``Context`` getters fall back to the default on a type mismatch (lm-flow's rule); a
     media option given as ``loop: yes`` or ``fps: "30"`` is more likely a mistake than a wish for
     the default, so these kernels say so.
@@ -66,10 +69,16 @@ class Options:
 
     __slots__ = ("_cc", "_values")
 
-    def __init__(self, cc: Context) -> None:
+    def __init__(self, cc: Context, known: tuple[str, ...]) -> None:
         self._cc = cc
         values = json.loads(cc.options_json())
         self._values: dict[str, object] = values if isinstance(values, dict) else {}
+        for key in self._values:
+            if key not in known:
+                hint = suggest(key, known)
+                did_you_mean = f"did you mean `{hint}`? " if hint else ""
+                problem = f"unknown option; {did_you_mean}{cc.kernel_name} takes {', '.join(known)}"
+                raise option_error(cc, key, problem)
 
     def raw(self, key: str) -> object:
         """The value of ``key`` as parsed from YAML (None when not given)."""

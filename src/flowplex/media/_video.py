@@ -177,7 +177,7 @@ class VideoFileSource(Kernel):
 
     def open(self, cc: Context) -> None:
         av = import_av(cc)
-        opts = Options(cc)
+        opts = Options(cc, ("path", "format", "demuxer_options", "pix_fmt", "start_s", "end_s", "loop", "realtime"))
         self._path = opts.string("path", required="give a video file, a URL, or a device such as /dev/video0")
         fmt_name = opts.choice("pix_fmt", "rgb24", tuple(PIX_FMTS))
         self._fmt = PIX_FMTS[fmt_name]
@@ -214,7 +214,11 @@ class VideoFileSource(Kernel):
         self._pending = None
         self._emitted = self._pass = self._offset_us = 0
         self._pass_first_us = self._last_ts = None
-        self._start_pass()
+        try:
+            self._start_pass()
+        except RunError as exc:
+            self._release()
+            raise option_error(cc, "start_s", str(exc)) from None
 
     def _video_stream(self, cc: Context) -> Any:
         streams = self._container.streams
@@ -231,8 +235,15 @@ class VideoFileSource(Kernel):
     def _start_pass(self) -> None:
         """Seek to the start of the range (for a pass after the first, or a ``start_s``) and decode."""
         if self._pass > 0 or self._start_s:
+            import av
+
             target = self._start_s or 0.0
-            self._container.seek(int(target / self._time_base), stream=self._stream, backward=True, any_frame=False)
+            try:
+                self._container.seek(int(target / self._time_base), stream=self._stream, backward=True,
+                                     any_frame=False)
+            except (av.error.FFmpegError, OSError) as exc:
+                msg = f"cannot seek {self._path!r} to {target:g} s ({exc}); start_s and loop need a seekable input"
+                raise RunError(msg) from None
         self._frames = self._container.decode(self._stream)
         self._pass_first_us = None
 
@@ -269,7 +280,12 @@ class VideoFileSource(Kernel):
             if frame is not None and file_us is not None and start_us is not None and file_us < start_us:
                 continue  # decoded from the key frame before start_s
             if frame is None or (file_us is not None and self._end_s is not None and file_us >= self._end_s * 1e6):
-                if not self._next_pass():
+                try:
+                    more = self._next_pass()
+                except RunError as exc:
+                    msg = f"node '{cc.node_name}' ({cc.kernel_name}): {exc}"
+                    raise RunError(msg) from None
+                if not more:
                     return None
                 continue
             return self._packet(cc, frame, file_us)

@@ -106,7 +106,7 @@ class VideoFileSink(Kernel):
 
     def open(self, cc: Context) -> None:
         av = self._av = import_av(cc)
-        opts = Options(cc)
+        opts = Options(cc, ("path", "format", "codec", "fps", "crf", "encoder_pix_fmt", "encoder_options"))
         self._path = opts.string("path", required="give the video file to write, e.g. out.mp4")
         directory = os.path.dirname(os.path.abspath(self._path))
         if not os.path.isdir(directory):
@@ -117,8 +117,9 @@ class VideoFileSink(Kernel):
         self._fps = None if fps is None else Fraction(fps).limit_denominator(1001000)
         self._crf = opts.integer("crf", -1, minimum=0) if opts.has("crf") else None
         if self._crf is not None and self._codec not in CRF_CODECS:
-            raise option_error(cc, "crf", f"codec {self._codec!r} has no constant rate factor (those that do: "
-                                    f"{', '.join(sorted(CRF_CODECS))}); set a bit rate in encoder_options instead (b: 2M)")
+            problem = (f"codec {self._codec!r} has no constant rate factor (those that do: "
+                       f"{', '.join(sorted(CRF_CODECS))}); set a bit rate in encoder_options instead (b: 2M)")
+            raise option_error(cc, "crf", problem)
         self._encoder_pix_fmt = opts.string("encoder_pix_fmt", "yuv420p")
         self._encoder_options = opts.mapping("encoder_options")
         if self._crf is not None:
