@@ -35,6 +35,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
     "processes": LEAVES | {"packets", "executors", "spec", "kernels", "_shm"},  # kernel hosts in worker processes
     "cluster": LEAVES | {"packets", "executors", "spec", "kernels", "processes"},  # kernel hosts in Ray actors
+    "media": LEAVES | {"packets", "spec", "executors", "kernels"},  # media kernels (extra): above the kernel API
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "processes",

@@ -79,6 +79,10 @@ _PROVIDERS: Final = {
     "OpenAIStreamSource": "flowplex.agents",
     "ReplaySource": "flowplex.agents",
     "TerminalSink": "flowplex.agents",
+    "VideoFileSource": "flowplex.media",  # the media extra (PyAV, soundfile): imported by the kernels' open
+    "VideoFileSink": "flowplex.media",
+    "AudioFileSource": "flowplex.media",
+    "AudioFileSink": "flowplex.media",
 }
 
 _RESERVED: Final = {name: module for name, module in _PROVIDERS.items() if module == _TENSOR}
