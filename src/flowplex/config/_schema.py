@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from ..spec._text import control_char
 
 __all__ = [
     "ExecutorModel",
@@ -34,8 +37,18 @@ def _number_to_name(value: object) -> object:
     return value
 
 
-Name = Annotated[str, BeforeValidator(_number_to_name)]
-"""A name (node, port, executor...): a string; a bare YAML integer is read as its digits."""
+def _printable(value: str) -> str:
+    # Names end up in messages, reports and terminal panes: a control character would act there.
+    bad = control_char(value)
+    if bad is not None:
+        kind, template = "control_character", "contains the control character {char}"
+        raise PydanticCustomError(kind, template, {"char": bad})
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_number_to_name), AfterValidator(_printable)]
+"""A name (node, port, executor...): a string without control characters; a bare YAML integer
+is read as its digits."""
 
 Count = Annotated[int, Field(ge=0)]
 """A non-negative integer (lm-flow's ``usize``)."""
@@ -233,7 +246,7 @@ class GraphModel(_Model):
     include: list[Name] = Field(
         default_factory=list, description="Subgraph library files (file loading only)."
     )
-    imports: list[Annotated[str, Field(min_length=1)]] = Field(
+    imports: list[Annotated[str, Field(min_length=1), AfterValidator(_printable)]] = Field(
         default_factory=list,
         description=(
             "Kernel code to import before kernels are resolved: module names (from sys.path) or "
