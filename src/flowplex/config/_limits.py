@@ -40,7 +40,7 @@ class Limits:
 
     max_document_bytes: int = 1 << 20
     """Size of one YAML file or text, in bytes (1 MiB); an ``include`` file larger is refused unread."""
-    max_yaml_values: int = 200_000
+    max_yaml_values: int = 100_000
     """Scalars, lists and mappings in one document *after* alias expansion (``*a`` counts as the
     whole value ``&a`` names, every time it is used)."""
     max_depth: int = 64

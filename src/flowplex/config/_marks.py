@@ -148,12 +148,12 @@ def _scan(text: str, name: str | None, limits: Limits) -> None:
                     else:
                         parent.key = int(parent.key) + 1
             elif isinstance(event, CollectionStartEvent):
-                total += 1
-                stack.append(_Frame(isinstance(event, MappingStartEvent), event.anchor, total - 1))
-                if len(stack) > max_depth:
+                if len(stack) >= max_depth:  # reported at the list or mapping one level too deep
                     msg = (f"YAML lists and mappings nested more than {max_depth} deep "
                            f"{exceeded('max_depth', max_depth)}")
                     raise fail(event, msg)
+                total += 1
+                stack.append(_Frame(isinstance(event, MappingStartEvent), event.anchor, total - 1))
             elif isinstance(event, CollectionEndEvent):
                 frame = stack.pop()
                 if frame.anchor is not None:
