@@ -264,7 +264,7 @@ def _first_error(exc: ValidationError, data: object, source: Source) -> ConfigEr
         key=lambda pair: source.line_of(tuple(pair[1].path)) or 0,
     )
     path: YamlPath = tuple(where.path)
-    what = _problem(error, where)
+    what = escape_controls(_problem(error, where))  # values are quoted in it; keep it one safe line
     if error["type"] in ("extra_forbidden", "invalid_key", "missing"):
         line_path, path = path, path[:-1]  # report at the mapping, point at the key
     else:
