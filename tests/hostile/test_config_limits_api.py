@@ -120,3 +120,16 @@ def test_the_value_limit_is_the_expanded_size(data: object) -> None:
     assert parsed == data
     with pytest.raises(ConfigError, match=re.escape(f"more than {size - 1} YAML values")):
         parse_document(text, None, Limits(max_yaml_values=size - 1))
+
+
+def test_a_graph_file_that_is_not_a_regular_file_is_refused_unread(tmp_path: pytest.TempPathFactory) -> None:
+    import os
+
+    fifo = tmp_path / "fifo"  # type: ignore[operator]
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"^graph file `.*fifo` is a FIFO, not a regular file \(.*fifo\)$"):
+        flowplex.Graph.from_yaml_file(fifo)  # opened non-blocking: no writer, no hang
+    with pytest.raises(ConfigError, match=r"^graph file `/dev/zero` is a device, not a regular file"):
+        flowplex.Graph.from_yaml_file("/dev/zero")
+    with pytest.raises(ConfigError, match=r"^graph file `a\\x00b` cannot be read: the path contains a NUL byte$"):
+        flowplex.Graph.from_yaml_file("a\0b")

@@ -22,6 +22,7 @@ from typing import Final
 
 from .._types import PathLike
 from ..errors import ConfigError
+from ..spec._text import escape_controls
 from ._imports import run_imports
 from ._limits import DEFAULT_LIMITS, Limits, exceeded
 from ._marks import parse_document
@@ -79,6 +80,7 @@ def read_text(path: PathLike, what: str, max_bytes: int = DEFAULT_LIMITS.max_doc
         max_bytes: The size limit (``Limits.max_document_bytes``).
     """
     name = os.fspath(path)
+    what = escape_controls(what)  # the path as the user gave it; keep the message one safe line
     if "\0" in str(name):
         msg = f"{what} cannot be read: the path contains a NUL byte"
         raise ConfigError(msg)
@@ -86,12 +88,12 @@ def read_text(path: PathLike, what: str, max_bytes: int = DEFAULT_LIMITS.max_doc
         fd = os.open(name, _OPEN_FLAGS)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        msg = f"{what} cannot be read: {reason} ({name})"
+        msg = f"{what} cannot be read: {reason} ({escape_controls(str(name))})"
         raise ConfigError(msg) from None
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            msg = f"{what} is {_kind(info.st_mode)}, not a regular file ({name})"
+            msg = f"{what} is {_kind(info.st_mode)}, not a regular file ({escape_controls(str(name))})"
             raise ConfigError(msg)
         if info.st_size > max_bytes:
             msg = f"{what} is {info.st_size} bytes, more than {max_bytes} {exceeded('max_document_bytes', max_bytes)}"
@@ -106,7 +108,7 @@ def read_text(path: PathLike, what: str, max_bytes: int = DEFAULT_LIMITS.max_doc
             left -= len(chunk)
     except OSError as exc:
         reason = exc.strerror or type(exc).__name__
-        msg = f"{what} cannot be read: {reason} ({name})"
+        msg = f"{what} cannot be read: {reason} ({escape_controls(str(name))})"
         raise ConfigError(msg) from None
     finally:
         os.close(fd)
