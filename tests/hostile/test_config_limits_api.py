@@ -30,6 +30,12 @@ def test_max_nodes_counts_nodes_and_instances() -> None:
         load_yaml(text, limits=Limits(max_nodes=66))
 
 
+def test_a_subgraph_bomb_is_counted_before_it_is_built() -> None:
+    """A million nodes are refused at the top-level instance, from the library's counts, before expansion."""
+    with pytest.raises(ConfigError, match=r"^nodes\[0\] \(node `L6`\): the graph expands to more than 10000 nodes"):
+        load_yaml(_instances(10, 6))
+
+
 def test_the_environment_sets_the_limits(monkeypatch: pytest.MonkeyPatch) -> None:
     text = _instances(3, 3)
     monkeypatch.setenv("FLOWPLEX_MAX_NODES", "66")

@@ -51,10 +51,58 @@ def expand_nodes(nodes: Sequence[NodeModel], source: Source, library: dict[str, 
     """
     out = Expansion()
     expander = _Expander(library, out, executor, limits)
+    sizes = _Sizes(library, limits)
+    planned = 0
     for i, model in enumerate(nodes):
         site = NodeSite(source, ("nodes", i), default_name(model, i))
+        planned += sizes.of(model, 0)
+        if planned > limits.max_nodes:  # refused before building any of it
+            raise site.error((), _too_many(limits.max_nodes))
         expander.node(model, site, _identity, ())
     return out
+
+
+def _too_many(limit: int) -> str:
+    return f"the graph expands to more than {limit} nodes and subgraph instances {exceeded('max_nodes', limit)}"
+
+
+def _is_instance(model: NodeModel) -> bool:
+    return bool(model.type) and model.type != "route" and not model.kernel
+
+
+class _Sizes:
+    """How many nodes and instances a node expands to, counted over the subgraph library (memoised).
+
+    Counting first refuses a subgraph bomb in microseconds instead of after building up to
+    ``max_nodes`` nodes. Broken cases (unknown or recursive subgraphs, nesting past
+    ``max_depth``) count as 1 here and are reported by the expansion itself, which also counts.
+    """
+
+    def __init__(self, library: dict[str, SubgraphEntry], limits: Limits) -> None:
+        self.library = library
+        self.limits = limits
+        self.memo: dict[str, int] = {}
+        self.open: set[str] = set()
+
+    def of(self, model: NodeModel, depth: int) -> int:
+        if not _is_instance(model):
+            return 1
+        name = model.type
+        known = self.memo.get(name)
+        if known is not None:
+            return 1 + known
+        entry = self.library.get(name)
+        if entry is None or name in self.open or depth >= self.limits.max_depth:
+            return 1
+        self.open.add(name)
+        total = 0
+        for inner in entry.model.nodes:
+            total += self.of(inner, depth + 1)
+            if total > self.limits.max_nodes:
+                break  # enough to refuse; keeps the numbers small
+        self.open.discard(name)
+        self.memo[name] = total
+        return 1 + total
 
 
 def _identity(name: str) -> str:
@@ -75,9 +123,7 @@ class _Expander:
         self.count += 1
         limit = self.limits.max_nodes
         if self.count > limit:
-            msg = (f"the graph expands to more than {limit} nodes and subgraph instances "
-                   f"{exceeded('max_nodes', limit)}")
-            raise site.error((), msg)
+            raise site.error((), _too_many(limit))
         kind = classify_node(model, site)
         if kind != "instance":
             self.out.nodes.append(convert_node(model, site, kind, rename, self.executor))

@@ -16,7 +16,16 @@ import re
 from typing import Final
 
 import yaml
-from yaml.events import AliasEvent, CollectionEndEvent, CollectionStartEvent, MappingStartEvent, ScalarEvent
+from yaml.events import (
+    AliasEvent,
+    CollectionEndEvent,
+    CollectionStartEvent,
+    MappingEndEvent,
+    MappingStartEvent,
+    ScalarEvent,
+    SequenceEndEvent,
+    SequenceStartEvent,
+)
 from yaml.nodes import MappingNode, Node, ScalarNode, SequenceNode
 
 from ..errors import ConfigError
@@ -79,29 +88,46 @@ _Loader.add_constructor("tag:yaml.org,2002:float", _construct_float)
 
 
 class _Frame:
-    """An open list or mapping while scanning events: where it is and what it has counted."""
+    """An open list or mapping while locating an event: which key or index of it is being read."""
 
-    __slots__ = ("anchor", "key", "mapping", "position", "start")
+    __slots__ = ("key", "mapping", "position")
 
-    def __init__(self, mapping: bool, anchor: str | None, start: int) -> None:
+    def __init__(self, mapping: bool) -> None:
         self.mapping = mapping
-        self.anchor = anchor
-        self.start = start
-        """The running value count when it opened (its own expanded size is the difference at its end)."""
         self.key: str | int = 0
         """The current key (mapping) or item index (list)."""
         self.position = 0
         """Mapping: 0 before a key, 1 before its value. List: unused."""
 
 
-def _scan_path_of(stack: list[_Frame]) -> YamlPath:
-    """The YAML path of the value being read: keys of mappings inside a value, indices of lists."""
+def _path_at(text: str, stop: int) -> YamlPath:
+    """The YAML path of event number ``stop`` (only computed for a message, so speed does not matter)."""
+    scanner = _Loader(text)
+    stack: list[_Frame] = []
+    try:
+        for _ in range(stop):
+            event = scanner.get_event()
+            if isinstance(event, CollectionStartEvent):
+                stack.append(_Frame(isinstance(event, MappingStartEvent)))
+                continue
+            if isinstance(event, CollectionEndEvent):
+                stack.pop()
+            elif not isinstance(event, ScalarEvent | AliasEvent):
+                continue
+            if stack:  # a value ended: move its parent on
+                parent = stack[-1]
+                if not parent.mapping:
+                    parent.key = int(parent.key) + 1
+                else:
+                    if parent.position == 0:
+                        # A list or mapping used as a key: the schema rejects it.
+                        parent.key = event.value if isinstance(event, ScalarEvent) else "?"
+                    parent.position ^= 1
+    finally:
+        scanner.dispose()
     path: list[str | int] = []
     for frame in stack:
-        if frame.mapping:
-            if frame.position == 1:
-                path.append(frame.key)
-        else:
+        if not frame.mapping or frame.position == 1:
             path.append(frame.key)
     return tuple(path)
 
@@ -110,72 +136,57 @@ def _scan(text: str, name: str | None, limits: Limits) -> None:
     """Enforce ``limits`` on the document's event stream; nothing is built, and memory stays small.
 
     The expanded size is counted exactly: every scalar, list and mapping counts 1, and an alias
-    counts the expanded size of the value its anchor names. Parse errors are left to the composer.
+    counts the expanded size of the value its anchor names. This loop runs for every document,
+    so it only counts; the path for a message is found by a second pass when a limit is broken.
+    Parse errors are left to the composer.
 
     Raises:
         ConfigError: Too deep, or too many values after alias expansion.
     """
     scanner = _Loader(text)
-    sizes: dict[str, int] = {}
-    stack: list[_Frame] = []
+    sizes: dict[str | None, int] = {}
+    open_: list[tuple[str | None, int]] = []  # (anchor, count when it opened) of each open collection
     total = 0
+    index = 0
     max_values = limits.max_yaml_values
     max_depth = limits.max_depth
-
-    def fail(event: yaml.Event, what: str) -> ConfigError:
-        mark = event.start_mark
-        where = f"{name}:{mark.line + 1}: " if name and mark is not None else (f"{name}: " if name else "")
-        path = format_path(_scan_path_of(stack))
-        return ConfigError(f"{where}{path + ': ' if path else ''}{what}")
-
+    problem = ""
     try:
         while scanner.check_event():
             event = scanner.get_event()
-            if isinstance(event, ScalarEvent | AliasEvent):
-                if isinstance(event, AliasEvent):
-                    # An alias of a value still open (recursive data) is reported by `_record`.
-                    total += sizes.get(event.anchor or "", 1)
-                else:
-                    total += 1
-                    if event.anchor is not None:
-                        sizes[event.anchor] = 1
-                if stack:
-                    parent = stack[-1]
-                    if parent.mapping:
-                        if parent.position == 0 and isinstance(event, ScalarEvent):
-                            parent.key = event.value
-                        parent.position ^= 1
-                    else:
-                        parent.key = int(parent.key) + 1
-            elif isinstance(event, CollectionStartEvent):
-                if len(stack) >= max_depth:  # reported at the list or mapping one level too deep
-                    msg = (f"YAML lists and mappings nested more than {max_depth} deep "
-                           f"{exceeded('max_depth', max_depth)}")
-                    raise fail(event, msg)
+            index += 1
+            kind = type(event)
+            if kind is ScalarEvent:
                 total += 1
-                stack.append(_Frame(isinstance(event, MappingStartEvent), event.anchor, total - 1))
-            elif isinstance(event, CollectionEndEvent):
-                frame = stack.pop()
-                if frame.anchor is not None:
-                    sizes[frame.anchor] = total - frame.start
-                if stack:
-                    parent = stack[-1]
-                    if parent.mapping:
-                        if parent.position == 0:
-                            parent.key = "?"  # a list or mapping used as a key; the schema rejects it
-                        parent.position ^= 1
-                    else:
-                        parent.key = int(parent.key) + 1
-            else:
-                continue
+                if event.anchor is not None:
+                    sizes[event.anchor] = 1
+            elif kind is AliasEvent:
+                total += sizes.get(event.anchor, 1)  # an alias of a value still open is reported by `_record`
+            elif kind is MappingStartEvent or kind is SequenceStartEvent:
+                if len(open_) >= max_depth:  # reported at the list or mapping one level too deep
+                    problem = (f"YAML lists and mappings nested more than {max_depth} deep "
+                               f"{exceeded('max_depth', max_depth)}")
+                    break
+                open_.append((event.anchor, total))
+                total += 1
+            elif kind is MappingEndEvent or kind is SequenceEndEvent:
+                anchor, start = open_.pop()
+                if anchor is not None:
+                    sizes[anchor] = total - start
             if total > max_values:
-                msg = (f"the document holds more than {max_values} YAML values once its aliases are expanded "
-                       f"{exceeded('max_yaml_values', max_values)}")
-                raise fail(event, msg)
+                problem = (f"the document holds more than {max_values} YAML values once its aliases are expanded "
+                           f"{exceeded('max_yaml_values', max_values)}")
+                break
     except yaml.YAMLError:
         return  # the composer reports it, with its line
     finally:
         scanner.dispose()
+    if problem:
+        mark = event.start_mark
+        where = f"{name}:{mark.line + 1}: " if name and mark is not None else (f"{name}: " if name else "")
+        path = format_path(_path_at(text, index - 1))
+        msg = f"{where}{path + ': ' if path else ''}{problem}"
+        raise ConfigError(msg)
 
 
 def _check_size(text: str, name: str | None, limits: Limits) -> None:
