@@ -8,7 +8,8 @@ ones ``d/{kernel or type}``), nesting accumulates (``d/e/a``). Port names, ``bac
 
 Expansion is bounded by ``Limits``: instances nest at most ``max_depth`` deep, and the nodes
 plus instances it produces are at most ``max_nodes`` (a few kilobytes of nested instances would
-otherwise multiply into millions of nodes); the count is checked before each one is built.
+otherwise multiply into millions of nodes); they are counted over the library before anything
+is built, and again as they are built.
 """
 
 from __future__ import annotations
