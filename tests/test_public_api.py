@@ -64,6 +64,12 @@ def test_cv_test_kernels_are_absent() -> None:
         flowplex.register_cv_test_kernels()
 
 
+def test_config_package_surface_is_pinned() -> None:
+    import flowplex.config
+
+    assert flowplex.config.__all__ == ["Limits", "json_schema", "load_yaml", "load_yaml_file"]
+
+
 def test_spec_package_surface_is_pinned() -> None:
     import flowplex.spec
     from flowplex.config import load_yaml

@@ -5,6 +5,11 @@ Pure textual expansion, as in lm-flow: boundary ports map by position (subgraph
 other inner name gets the instance prefix (``d/mid``), inner nodes are called ``d/a`` (unnamed
 ones ``d/{kernel or type}``), nesting accumulates (``d/e/a``). Port names, ``back_edges``,
 ``input_policy.sets``, ``input_queues.ports`` keys and route ``to``/``unmatched`` are remapped.
+
+Expansion is bounded by ``Limits``: instances nest at most ``max_depth`` deep, and the nodes
+plus instances it produces are at most ``max_nodes`` (a few kilobytes of nested instances would
+otherwise multiply into millions of nodes); they are counted over the library before anything
+is built, and again as they are built.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from ..errors import ConfigError
 from ..spec._specs import DEFAULT_EXECUTOR, NodeSpec
 from ._convert import NodeSite, Rename, classify_node, convert_node, convert_ports, default_name
 from ._include import SubgraphEntry
+from ._limits import DEFAULT_LIMITS, Limits, exceeded
 from ._paths import Source, YamlPath, format_path
 from ._ports import PortDeclError, parse_port_decl, port_specs
 from ._schema import NodeModel, SubgraphModel
@@ -35,20 +41,69 @@ class Expansion:
 
 
 def expand_nodes(nodes: Sequence[NodeModel], source: Source, library: dict[str, SubgraphEntry],
-                 executor: str = DEFAULT_EXECUTOR) -> Expansion:
+                 executor: str = DEFAULT_EXECUTOR, limits: Limits = DEFAULT_LIMITS) -> Expansion:
     """Convert the top-level nodes, expanding subgraph instances recursively.
 
     ``executor`` is where the nodes that name none run (inner nodes of subgraphs too).
 
     Raises:
-        ConfigError: An unknown or recursive subgraph, a boundary mismatch, or any node error.
+        ConfigError: An unknown or recursive subgraph, a boundary mismatch, any node error, or
+            a limit (``max_depth``, ``max_nodes``).
     """
     out = Expansion()
-    expander = _Expander(library, out, executor)
+    expander = _Expander(library, out, executor, limits)
+    sizes = _Sizes(library, limits)
+    planned = 0
     for i, model in enumerate(nodes):
         site = NodeSite(source, ("nodes", i), default_name(model, i))
+        planned += sizes.of(model, 0)
+        if planned > limits.max_nodes:  # refused before building any of it
+            raise site.error((), _too_many(limits.max_nodes))
         expander.node(model, site, _identity, ())
     return out
+
+
+def _too_many(limit: int) -> str:
+    return f"the graph expands to more than {limit} nodes and subgraph instances {exceeded('max_nodes', limit)}"
+
+
+def _is_instance(model: NodeModel) -> bool:
+    return bool(model.type) and model.type != "route" and not model.kernel
+
+
+class _Sizes:
+    """How many nodes and instances a node expands to, counted over the subgraph library (memoised).
+
+    Counting first refuses a subgraph bomb in microseconds instead of after building up to
+    ``max_nodes`` nodes. Broken cases (unknown or recursive subgraphs, nesting past
+    ``max_depth``) count as 1 here and are reported by the expansion itself, which also counts.
+    """
+
+    def __init__(self, library: dict[str, SubgraphEntry], limits: Limits) -> None:
+        self.library = library
+        self.limits = limits
+        self.memo: dict[str, int] = {}
+        self.open: set[str] = set()
+
+    def of(self, model: NodeModel, depth: int) -> int:
+        if not _is_instance(model):
+            return 1
+        name = model.type
+        known = self.memo.get(name)
+        if known is not None:
+            return 1 + known
+        entry = self.library.get(name)
+        if entry is None or name in self.open or depth >= self.limits.max_depth:
+            return 1
+        self.open.add(name)
+        total = 0
+        for inner in entry.model.nodes:
+            total += self.of(inner, depth + 1)
+            if total > self.limits.max_nodes:
+                break  # enough to refuse; keeps the numbers small
+        self.open.discard(name)
+        self.memo[name] = total
+        return 1 + total
 
 
 def _identity(name: str) -> str:
@@ -56,13 +111,20 @@ def _identity(name: str) -> str:
 
 
 class _Expander:
-    def __init__(self, library: dict[str, SubgraphEntry], out: Expansion, executor: str) -> None:
+    def __init__(self, library: dict[str, SubgraphEntry], out: Expansion, executor: str, limits: Limits) -> None:
         self.library = library
         self.out = out
         self.executor = executor
+        self.limits = limits
         self.instances: dict[str, NodeSite] = {}
+        self.count = 0
+        """Nodes and instances expanded so far."""
 
     def node(self, model: NodeModel, site: NodeSite, rename: Rename, stack: tuple[str, ...]) -> None:
+        self.count += 1
+        limit = self.limits.max_nodes
+        if self.count > limit:
+            raise site.error((), _too_many(limit))
         kind = classify_node(model, site)
         if kind != "instance":
             self.out.nodes.append(convert_node(model, site, kind, rename, self.executor))
@@ -75,6 +137,10 @@ class _Expander:
         if model.type in stack:
             chain = " -> ".join([*stack[stack.index(model.type) :], model.type])
             raise site.error(("type",), f"subgraph `{model.type}` is recursive (expansion cycle: {chain})")
+        depth = self.limits.max_depth
+        if len(stack) >= depth:
+            msg = f"subgraph instances nested more than {depth} deep {exceeded('max_depth', depth)}"
+            raise site.error(("type",), msg)
         for name in sorted(model.model_fields_set - _INSTANCE_FIELDS):
             key = NodeModel.model_fields[name].alias or name
             msg = (

@@ -21,6 +21,7 @@ from ._expand import expand_nodes
 from ._imports import run_imports
 from ._include import collect_subgraphs, read_text
 from ._kernels import resolve_module_classes
+from ._limits import Limits, resolve_limits
 from ._marks import parse_document
 from ._paths import Source, format_path
 from ._ports import port_specs
@@ -30,7 +31,7 @@ from ._validation import validate_document
 __all__ = ["load_plan", "load_plan_file", "load_yaml", "load_yaml_file"]
 
 
-def load_yaml(text: str, *, source: str | None = None) -> GraphSpec:
+def load_yaml(text: str, *, source: str | None = None, limits: Limits | None = None) -> GraphSpec:
     """Parse and check a YAML graph description.
 
     Args:
@@ -38,6 +39,8 @@ def load_yaml(text: str, *, source: str | None = None) -> GraphSpec:
         source: A name for the text (a file name) to prefix messages with ``source:LINE:``.
             It is only a label: ``include`` still needs ``load_yaml_file``, and relative
             ``imports`` paths are resolved against the current directory.
+        limits: What the load may cost; ``None`` means ``Limits.from_env()`` (the defaults,
+            unless ``FLOWPLEX_MAX_*`` variables are set).
 
     Returns:
         The subgraph-expanded graph; ``flowplex.graph`` can plan it without further errors.
@@ -50,38 +53,45 @@ def load_yaml(text: str, *, source: str | None = None) -> GraphSpec:
     >>> spec.nodes[0].name, spec.max_queue_size
     ('Src#0', 100)
     """
-    return _load(text, source, None).spec
+    return _load(text, source, None, None, limits).spec
 
 
-def load_yaml_file(path: PathLike) -> GraphSpec:
+def load_yaml_file(path: PathLike, *, limits: Limits | None = None) -> GraphSpec:
     """Read, parse and check a YAML graph file, resolving its ``include`` files.
 
     Its ``imports`` (and its included files') run while it loads, relative to the file naming them.
 
-    Messages start with ``path:LINE:`` (``path`` as given).
+    Messages start with ``path:LINE:`` (``path`` as given). ``limits`` as for ``load_yaml``;
+    they apply to each included file too (``max_document_bytes`` per file).
 
     Raises:
-        ConfigError: The file cannot be read, or the first problem found in it or its includes.
+        ConfigError: The file cannot be read (or is not a regular file), or the first problem
+            found in it or its includes.
     """
-    return load_plan_file(path).spec
+    return load_plan_file(path, limits=limits).spec
 
 
-def load_plan_file(path: PathLike, *, default_executor: str | None = None) -> GraphPlan:
+def load_plan_file(
+    path: PathLike, *, default_executor: str | None = None, limits: Limits | None = None
+) -> GraphPlan:
     """``load_yaml_file`` that also returns the plan it checked (no second planning pass).
 
     ``default_executor`` replaces the document's ``default_executor`` key when given.
     """
+    bounds = resolve_limits(limits)
     name = os.fspath(path)
-    text = read_text(Path(name), f"graph file `{name}`")
-    return _load(text, name, Path(name), default_executor)
+    text = read_text(name, f"graph file `{name}`", bounds.max_document_bytes)
+    return _load(text, name, Path(name), default_executor, bounds)
 
 
-def load_plan(text: str, *, source: str | None = None, default_executor: str | None = None) -> GraphPlan:
+def load_plan(
+    text: str, *, source: str | None = None, default_executor: str | None = None, limits: Limits | None = None
+) -> GraphPlan:
     """``load_yaml`` that also returns the plan it checked (no second planning pass).
 
     ``default_executor`` replaces the document's ``default_executor`` key when given.
     """
-    return _load(text, source, None, default_executor)
+    return _load(text, source, None, default_executor, limits)
 
 
 def _stats(model: GraphModel, source: Source) -> StatsLevel:
@@ -104,15 +114,18 @@ def _unique(targets: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(targets))
 
 
-def _load(text: str, name: str | None, file: Path | None, default_executor: str | None = None) -> GraphPlan:
-    data, source = parse_document(text, name)
+def _load(
+    text: str, name: str | None, file: Path | None, default_executor: str | None, limits: Limits | None
+) -> GraphPlan:
+    bounds = resolve_limits(limits)
+    data, source = parse_document(text, name, bounds)
     model = validate_document(data, source)
     stats = _stats(model, source)
     # Relative import paths of YAML text without a file resolve against the current directory.
     imports = run_imports(model, source, file.parent if file is not None else Path.cwd())
-    library = collect_subgraphs(model, source, file)
+    library = collect_subgraphs(model, source, file, bounds)
     executor = default_executor or model.default_executor or DEFAULT_EXECUTOR
-    expansion = expand_nodes(model.nodes, source, library.subgraphs, executor)
+    expansion = expand_nodes(model.nodes, source, library.subgraphs, executor, bounds)
     spec = GraphSpec(
         nodes=tuple(expansion.nodes),
         input_ports=_graph_ports(model.input_ports, source, "input_ports"),

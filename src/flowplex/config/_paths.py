@@ -10,6 +10,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
+from ..spec._text import escape_controls
+
 __all__ = ["Source", "YamlPath", "format_path", "node_context"]
 
 YamlPath: TypeAlias = tuple[str | int, ...]
@@ -28,13 +30,14 @@ def format_path(path: Iterable[str | int]) -> str:
             out.append(f"[{part}]")
         else:
             out.append(f".{part}" if out else part)
-    return "".join(out)
+    return escape_controls("".join(out))
 
 
 def node_context(name: str, *, expanded: bool = False) -> str:
     """The `` (node `a`)`` suffix that names the node an error is about."""
     if not name:
         return ""
+    name = escape_controls(name)
     return f" (expanded node `{name}`)" if expanded else f" (node `{name}`)"
 
 

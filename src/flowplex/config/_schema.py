@@ -3,14 +3,19 @@
 ``extra="forbid"`` everywhere, so a misspelt key is an error, and ``strict=True`` so that
 ``max_queue_size: "5"`` or ``rate: true`` are rejected as lm-flow's parser rejects them.
 Cross-field rules live in ``_convert`` / ``_expand`` (structure) and ``spec._plan`` (semantics).
-These models never leave ``flowplex.config``; the engine only sees the frozen specs.
+These models never leave ``flowplex.config``; the engine only sees the frozen specs. The numeric
+ranges are checked by the plan (``spec._ranges``); they appear here as ``maximum`` for editors.
 """
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
+
+from ..spec import _ranges as ranges
+from ..spec._text import control_char
 
 __all__ = [
     "ExecutorModel",
@@ -34,8 +39,18 @@ def _number_to_name(value: object) -> object:
     return value
 
 
-Name = Annotated[str, BeforeValidator(_number_to_name)]
-"""A name (node, port, executor...): a string; a bare YAML integer is read as its digits."""
+def _printable(value: str) -> str:
+    # Names end up in messages, reports and terminal panes: a control character would act there.
+    bad = control_char(value)
+    if bad is not None:
+        kind, template = "control_character", "contains the control character {char}"
+        raise PydanticCustomError(kind, template, {"char": bad})
+    return value
+
+
+Name = Annotated[str, BeforeValidator(_number_to_name), AfterValidator(_printable)]
+"""A name (node, port, executor...): a string without control characters; a bare YAML integer
+is read as its digits."""
 
 Count = Annotated[int, Field(ge=0)]
 """A non-negative integer (lm-flow's ``usize``)."""
@@ -55,11 +70,11 @@ class ExecutorModel(_Model):
     type: Literal["", "ThreadPoolExecutor", "DelegatingExecutor", "ProcessPoolExecutor", "RayExecutor"] = Field(
         default="", description='"" means ThreadPoolExecutor.'
     )
-    num_threads: Count = Field(
+    num_threads: Count = Field(json_schema_extra={"maximum": ranges.MAX_WORKERS}, 
         default=0,
         description="Worker threads; 0 means 1. Must be 0 on DelegatingExecutor and ProcessPoolExecutor.",
     )
-    num_processes: Count = Field(
+    num_processes: Count = Field(json_schema_extra={"maximum": ranges.MAX_WORKERS}, 
         default=0,
         description=(
             "ProcessPoolExecutor only: worker processes that run the kernels of its nodes (round "
@@ -74,7 +89,7 @@ class ExecutorModel(_Model):
             "every later call of its nodes."
         ),
     )
-    arena_bytes: Count = Field(
+    arena_bytes: Count = Field(json_schema_extra={"maximum": ranges.MAX_BYTES}, 
         default=0,
         description=(
             "ProcessPoolExecutor only: bytes of the shared memory that frames cross in; 0 means "
@@ -113,6 +128,7 @@ class ExecutorModel(_Model):
         default=None, description="RayExecutor only: how often Ray restarts a dead actor; default 0 (never)."
     )
     affinity: list[Count] = Field(
+        json_schema_extra={"items": {"type": "integer", "minimum": 0, "maximum": ranges.MAX_CPU_ID}},
         default_factory=list, description="Worker i is pinned to affinity[i % len]."
     )
     priority: int = Field(
@@ -124,7 +140,7 @@ class InputPolicyModel(_Model):
     """A node's ``input_policy``."""
 
     type: Literal["sync", "immediate", "fixed_size", "sync_set", "batch"] = "sync"
-    capacity: Count = Field(
+    capacity: Count = Field(json_schema_extra={"maximum": ranges.MAX_PACKETS}, 
         default=0, description="fixed_size: packets kept per port; batch: tuples per call (>= 1)."
     )
     sets: list[list[Name]] = Field(
@@ -135,7 +151,7 @@ class InputPolicyModel(_Model):
 class PortQueueModel(_Model):
     """A per-port override in ``input_queues.ports``."""
 
-    packets: Count | None = Field(
+    packets: Count | None = Field(json_schema_extra={"maximum": ranges.MAX_PACKETS}, 
         default=None, description="Omitted: inherit `input_queues.packets`; 0: unlimited."
     )
 
@@ -143,7 +159,7 @@ class PortQueueModel(_Model):
 class InputQueuesModel(_Model):
     """A node's lossless per-input capacities (``input_queues``)."""
 
-    packets: Count = Field(
+    packets: Count = Field(json_schema_extra={"maximum": ranges.MAX_PACKETS}, 
         default=0, description="Default capacity of every forward input; 0 means unlimited."
     )
     ports: dict[Name, PortQueueModel] = Field(default_factory=dict)
@@ -203,14 +219,18 @@ class NodeModel(_Model):
     )
     output_ports: list[Name] = Field(default_factory=list)
     executor: Name = ""
-    max_in_flight: Count = Field(default=0, description="Concurrent invocations; 0 means 1.")
+    max_in_flight: Count = Field(
+        json_schema_extra={"maximum": ranges.MAX_WORKERS}, default=0, description="Concurrent invocations; 0 means 1."
+    )
     options: Any = None
     input_policy: InputPolicyModel = Field(default_factory=InputPolicyModel)
     input_queues: InputQueuesModel = Field(default_factory=InputQueuesModel)
     back_edges: list[Name] = Field(default_factory=list)
     on_error: Literal["", "abort", "skip"] = ""
     rate: float = Field(
-        default=0.0, description="Source pacing in Hz; 0 means unpaced.", json_schema_extra={"minimum": 0}
+        default=0.0,
+        description="Source pacing in Hz; 0 means unpaced, else at least 1e-6.",
+        json_schema_extra={"minimum": 0, "maximum": ranges.RATE_MAX_HZ},
     )
     mode: Literal["first", "all"] | None = Field(default=None, description="type: route only.")
     unmatched: Name | None = Field(
@@ -233,7 +253,7 @@ class GraphModel(_Model):
     include: list[Name] = Field(
         default_factory=list, description="Subgraph library files (file loading only)."
     )
-    imports: list[Annotated[str, Field(min_length=1)]] = Field(
+    imports: list[Annotated[str, Field(min_length=1), AfterValidator(_printable)]] = Field(
         default_factory=list,
         description=(
             "Kernel code to import before kernels are resolved: module names (from sys.path) or "
@@ -253,15 +273,18 @@ class GraphModel(_Model):
             'it); "" means `default`, the implicit executor.'
         ),
     )
-    max_queue_size: Count = Field(default=100, description="Soft backlog warning threshold; 0 disables.")
-    max_queued_packets: Count | None = Field(
+    max_queue_size: Count = Field(
+        json_schema_extra={"maximum": ranges.MAX_PACKETS}, default=100,
+        description="Soft backlog warning threshold; 0 disables.",
+    )
+    max_queued_packets: Count | None = Field(json_schema_extra={"maximum": ranges.MAX_PACKETS}, 
         default=None, description="Global packet watermark; 0 means unlimited."
     )
-    watchdog_ms: Count = 0
-    buffer_pool_max_bytes: Count = 0
+    watchdog_ms: Count = Field(default=0, json_schema_extra={"maximum": ranges.MAX_DELAY_MS})
+    buffer_pool_max_bytes: Count = Field(default=0, json_schema_extra={"maximum": ranges.MAX_BYTES})
     stats: Literal["off", "basic", "full"] | None = None
     stats_timing: bool | None = Field(default=None, description="Legacy: true means `stats: full`.")
-    trace_capacity: Count = Field(
+    trace_capacity: Count = Field(json_schema_extra={"maximum": ranges.MAX_TRACE_CAPACITY}, 
         default=0, description="Execution trace ring size (lm-lmflow >= 0.3.3); 0 is off."
     )
     strict_ports: bool = Field(

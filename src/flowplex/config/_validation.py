@@ -7,6 +7,7 @@ giving messages like ``g.yaml:7: nodes[0] (node `a`): unknown field `kernal`; di
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -17,6 +18,7 @@ from pydantic_core import ErrorDetails
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
+from ..spec._text import escape_controls
 from ._paths import Source, YamlPath, format_path, node_context
 from ._schema import (
     ExecutorModel,
@@ -40,8 +42,15 @@ _BYTES_HINT: Final = "byte capacities are not supported; use `packets`"
 _FLOAT_FIELDS = frozenset({"num_cpus", "num_gpus", "max_batch_delay_ms"})
 """Fields that take any number (a Ray executor's requests), not only integers."""
 
+_SHOWN_CHARS: Final = 60
+"""Longer strings are cut in messages (a whole non-YAML file can parse as one string)."""
+
+
 def describe_value(value: object) -> str:
-    """How a YAML value is named in messages: ``integer `5```, ``a list``..."""
+    """How a YAML value is named in messages: ``integer `5```, ``a list``...
+
+    Strings are cut to ``_SHOWN_CHARS`` and their control characters escaped, so a message stays one line.
+    """
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -51,7 +60,8 @@ def describe_value(value: object) -> str:
     if isinstance(value, float):
         return f"float `{value}`"
     if isinstance(value, str):
-        return f'string "{value}"'
+        shown = value if len(value) <= _SHOWN_CHARS else value[:_SHOWN_CHARS] + "..."
+        return f'string "{escape_controls(shown)}"'
     if isinstance(value, list):
         return "a list"
     if isinstance(value, dict):
@@ -91,6 +101,8 @@ class _Located:
         """The error is about a value that may have several types."""
         tp: Any = GraphModel
         for part in loc:
+            if part == "[key]":  # pydantic's marker for an error in a mapping key, not a YAML key
+                break
             tp = _unwrap(tp)
             if isinstance(tp, type) and issubclass(tp, BaseModel):
                 self.owner, self.field = tp, str(part)
@@ -182,7 +194,13 @@ def _literal_message(where: _Located, value: object, expected: str) -> str:
     return f"unknown value `{shown}`{hint} (expected {expected})"
 
 
+_FIELD_LIKE: Final = re.compile(r"[A-Za-z0-9_. -]{1,40}")
+"""Keys quoted in "unknown field" messages; others (a line of a file that is not YAML) are not."""
+
+
 def _unknown_field(where: _Located, key: str) -> str:
+    if _FIELD_LIKE.fullmatch(key) is None:
+        return f"unknown field (a {len(key)}-character key that is not a field name)"
     owner = where.owner
     if owner is None:
         return f"unknown field `{key}`"
@@ -206,7 +224,10 @@ def _problem(error: ErrorDetails, where: _Located) -> str:
     if where.union:
         return f"expected a boolean, number or string, got {got}"
     if kind in ("extra_forbidden", "invalid_key"):
-        return _unknown_field(where, str(where.field))
+        return escape_controls(_unknown_field(where, str(where.field)))
+    if kind == "control_character":
+        shown = escape_controls(value) if isinstance(value, str) else got
+        return f"`{shown}` contains the control character {ctx.get('char')}; names must be printable"
     if kind == "missing":
         return f"missing field `{where.field}`"
     if kind == "literal_error":
@@ -243,7 +264,7 @@ def _first_error(exc: ValidationError, data: object, source: Source) -> ConfigEr
         key=lambda pair: source.line_of(tuple(pair[1].path)) or 0,
     )
     path: YamlPath = tuple(where.path)
-    what = _problem(error, where)
+    what = escape_controls(_problem(error, where))  # values are quoted in it; keep it one safe line
     if error["type"] in ("extra_forbidden", "invalid_key", "missing"):
         line_path, path = path, path[:-1]  # report at the mapping, point at the key
     else:
@@ -264,7 +285,8 @@ def validate_document(data: object, source: Source) -> GraphModel:
     if data is None:
         data = {}
     if not isinstance(data, dict):
-        got = describe_value(data)
+        # Named by type only: this may be a file that is not YAML at all, quoted nowhere.
+        got = "a string" if isinstance(data, str) else describe_value(data)
         msg = f"{source.prefix(())}a graph document must be a mapping of top-level fields, got {got}"
         raise ConfigError(msg)
     try:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from ..config import Limits
     from ._async import AsyncDriver, AsyncOutputEvents
 
 log = logging.getLogger("flowplex.graph")
@@ -78,18 +79,22 @@ class Graph:
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
-    def from_yaml(cls, yaml: str) -> Graph:
-        """Build a graph from YAML text (``include`` needs ``from_yaml_file``)."""
+    def from_yaml(cls, yaml: str, *, limits: Limits | None = None) -> Graph:
+        """Build a graph from YAML text (``include`` needs ``from_yaml_file``).
+
+        ``limits`` bounds what loading may cost (``flowplex.config.Limits``; default: its
+        defaults, or the ``FLOWPLEX_MAX_*`` environment variables).
+        """
         from ..config._load import load_plan
 
-        return cls(load_plan(yaml), _FACTORY_TOKEN)
+        return cls(load_plan(yaml, limits=limits), _FACTORY_TOKEN)
 
     @classmethod
-    def from_yaml_file(cls, path: PathLike) -> Graph:
-        """Build a graph from a YAML file; ``include`` paths are relative to it."""
+    def from_yaml_file(cls, path: PathLike, *, limits: Limits | None = None) -> Graph:
+        """Build a graph from a YAML file; ``include`` paths are relative to it. ``limits`` as for ``from_yaml``."""
         from ..config._load import load_plan_file
 
-        return cls(load_plan_file(path), _FACTORY_TOKEN)
+        return cls(load_plan_file(path, limits=limits), _FACTORY_TOKEN)
 
     @classmethod
     def from_spec(cls, spec: GraphSpec) -> Graph:

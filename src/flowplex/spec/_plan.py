@@ -19,6 +19,7 @@ from typing import Final, TypeAlias
 
 from .._suggest import did_you_mean
 from ..errors import ConfigError
+from . import _ranges as ranges
 from ._specs import (
     DEFAULT_EXECUTOR,
     EXECUTOR_TYPES,
@@ -30,6 +31,7 @@ from ._specs import (
     PortSpec,
     PredicateSpec,
 )
+from ._text import control_char, escape_controls
 
 __all__ = [
     "DEFAULT_EXECUTOR_SPEC",
@@ -120,7 +122,7 @@ def node_where(node: NodeSpec, field: FieldPath = ()) -> str:
     """
     base, sep, note = node.path.partition(" (")
     note = f"({note}" if sep else f"(node `{node.name}`)"
-    return f"{base}{_format_field(field)} {note}"
+    return escape_controls(f"{base}{_format_field(field)} {note}")
 
 
 def _format_field(field: Iterable[str | int], *, root: bool = False) -> str:
@@ -131,6 +133,14 @@ def _format_field(field: Iterable[str | int], *, root: bool = False) -> str:
         else:
             out.append(part if root and not out else f".{part}")
     return "".join(out)
+
+
+def _shown(value: float) -> str:
+    """A number as a message shows it: ``1e-300``, ``NaN``, a huge integer abbreviated."""
+    if isinstance(value, float):
+        return "NaN" if math.isnan(value) else f"{value:g}"
+    text = str(value)
+    return text if len(text) <= 24 else f"{text[:12]}... ({len(text)} digits)"
 
 
 def _hint(word: str, candidates: Iterable[str]) -> str:
@@ -168,9 +178,24 @@ class _Planner:
         where = _format_field(field, root=True) if node is None else node_where(self.nodes[node], field)
         return ConfigError(f"{prefix}{where}: {message}" if where else f"{prefix}{message}")
 
+    def check_range(self, node: int | None, field: FieldPath, value: float, low: float, high: float,
+                    what: str = "") -> None:
+        """``low <= value <= high`` (not NaN), else ``field: must be in LOW..HIGH[what], got VALUE``."""
+        if low <= value <= high:
+            return
+        raise self.fail(node, field, f"must be in {_shown(low)}..{_shown(high)}{what}, got {_shown(value)}")
+
+    def check_text(self, node: int | None, field: FieldPath, what: str, text: str) -> None:
+        """A name must not hold control characters (they would act on the terminal showing it)."""
+        bad = control_char(text)
+        if bad is not None:
+            msg = f"{what} `{escape_controls(text)}` contains the control character {bad}; names must be printable"
+            raise self.fail(node, field, msg)
+
     # -- the pass -----------------------------------------------------------------------------
 
     def plan(self) -> GraphPlan:
+        self.check_graph_numbers()
         self.check_executors()
         node_executor = tuple(self.check_node(n) for n in range(len(self.nodes)))
         graph_inputs = self.check_graph_ports("input_ports", "graph input port")
@@ -189,9 +214,40 @@ class _Planner:
             diagnostics=diagnostics,
         )
 
+    def check_graph_numbers(self) -> None:
+        spec = self.spec
+        self.check_range(None, ("max_queue_size",), spec.max_queue_size, 0, ranges.MAX_PACKETS, " packets")
+        if spec.max_queued_packets is not None:
+            self.check_range(None, ("max_queued_packets",), spec.max_queued_packets, 0, ranges.MAX_PACKETS,
+                             " packets (0: unlimited)")
+        self.check_range(None, ("watchdog_ms",), spec.watchdog_ms, 0, ranges.MAX_DELAY_MS, " ms (0: off)")
+        self.check_range(None, ("buffer_pool_max_bytes",), spec.buffer_pool_max_bytes, 0, ranges.MAX_BYTES,
+                         " bytes")
+        self.check_range(None, ("trace_capacity",), spec.trace_capacity, 0, ranges.MAX_TRACE_CAPACITY,
+                         " events (0: off)")
+
+    def check_executor_numbers(self, at: FieldPath, ex: ExecutorSpec) -> None:
+        self.check_range(None, (*at, "num_threads"), ex.num_threads, 0, ranges.MAX_WORKERS)
+        self.check_range(None, (*at, "num_processes"), ex.num_processes, 0, ranges.MAX_WORKERS, " (0: one per CPU)")
+        self.check_range(None, (*at, "arena_bytes"), ex.arena_bytes, 0, ranges.MAX_BYTES, " bytes")
+        for k, core in enumerate(ex.affinity):
+            self.check_range(None, (*at, "affinity", k), core, 0, ranges.MAX_CPU_ID, " (a CPU id)")
+        if ex.type != "RayExecutor":
+            return
+        ray = ex.ray
+        self.check_range(None, (*at, "num_cpus"), ray.num_cpus, 0, ranges.MAX_RAY_AMOUNT)
+        self.check_range(None, (*at, "num_gpus"), ray.num_gpus, 0, ranges.MAX_RAY_AMOUNT)
+        for key, amount in ray.resources:
+            self.check_range(None, (*at, "resources", key), amount, 0, ranges.MAX_RAY_AMOUNT)
+        self.check_range(None, (*at, "memory"), ray.memory, 0, ranges.MAX_BYTES, " bytes")
+        self.check_range(None, (*at, "max_batch"), ray.max_batch, 1, ranges.MAX_BATCH)
+        self.check_range(None, (*at, "max_batch_delay_ms"), ray.max_batch_delay_ms, 0, ranges.MAX_DELAY_MS, " ms")
+        self.check_range(None, (*at, "max_restarts"), ray.max_restarts, 0, ranges.MAX_RESTARTS)
+
     def check_executors(self) -> None:
         for i, ex in enumerate(self.spec.executors):
             at: FieldPath = ("executors", i)
+            self.check_text(None, (*at, "name"), "executor name", ex.name)
             if not ex.name:
                 msg = "executor entry must have a name; nodes select an executor by it"
                 raise self.fail(None, (*at, "name"), msg)
@@ -257,6 +313,7 @@ class _Planner:
                 raise self.fail(None, (*at, "priority"), f"priority must be in 0..99, got {ex.priority}")
             if any(core < 0 for core in ex.affinity):
                 raise self.fail(None, (*at, "affinity"), "affinity core ids must be >= 0")
+            self.check_executor_numbers(at, ex)
             self.executor_index[ex.name] = len(self.executors)
             self.executors.append(ex)
         default = self.spec.default_executor
@@ -289,6 +346,7 @@ class _Planner:
             if not math.isfinite(node.rate) or node.rate <= 0:
                 shown = "NaN" if math.isnan(node.rate) else f"{node.rate:g}"
                 raise self.fail(n, ("rate",), f"rate must be a positive, finite number (Hz), got {shown}")
+            self.check_range(n, ("rate",), node.rate, ranges.RATE_MIN_HZ, ranges.RATE_MAX_HZ, " Hz (0: unpaced)")
             if not node.is_source:
                 msg = (
                     "rate only applies to source nodes (no input ports); "
@@ -301,6 +359,7 @@ class _Planner:
         node = self.nodes[n]
         if not node.name:
             raise self.fail(n, ("name",), "node name must not be empty")
+        self.check_text(n, ("name",), "node name", node.name)
         first = self.node_index.setdefault(node.name, n)
         if first != n:
             msg = (
@@ -316,6 +375,8 @@ class _Planner:
         for k, port in enumerate(ports):
             if not port.name:
                 raise self.fail(n, (kind, k), "port name must not be empty")
+            self.check_text(n, (kind, k), "port name", port.name)
+            self.check_text(n, (kind, k), "port tag", port.tag)
             if port.name in names:
                 raise self.fail(n, (kind, k), f"port `{port.name}` is declared more than once in `{kind}`")
             names.add(port.name)
@@ -357,6 +418,7 @@ class _Planner:
             raise self.fail(n, (*at, "capacity"), "fixed_size policy capacity must be >= 1")
         if policy.type == "batch" and policy.capacity < 1:
             raise self.fail(n, (*at, "capacity"), "batch policy capacity (the batch size) must be >= 1")
+        self.check_range(n, (*at, "capacity"), policy.capacity, 0, ranges.MAX_PACKETS, " packets")
         if policy.type != "sync_set":
             return
         if not policy.sets:
@@ -391,6 +453,7 @@ class _Planner:
         at: FieldPath = ("input_queues",)
         if queues.packets < 0:
             raise self.fail(n, (*at, "packets"), f"packets must be >= 0, got {queues.packets}")
+        self.check_range(n, (*at, "packets"), queues.packets, 0, ranges.MAX_PACKETS, " (0: unlimited)")
         lossless = queues.packets > 0
         for name, packets in queues.ports:
             if name not in inputs:
@@ -399,6 +462,8 @@ class _Planner:
                 raise self.fail(n, (*at, "ports", name), msg)
             if packets is not None and packets < 0:
                 raise self.fail(n, (*at, "ports", name, "packets"), f"packets must be >= 0, got {packets}")
+            if packets is not None:
+                self.check_range(n, (*at, "ports", name, "packets"), packets, 0, ranges.MAX_PACKETS, " (0: unlimited)")
             if packets and name in node.back_edges:
                 msg = (
                     f"input queue capacity override for back-edge input `{name}` is not supported; "
@@ -423,6 +488,7 @@ class _Planner:
         ex = self.executors[index]
         if node.max_in_flight < 1:
             raise self.fail(n, ("max_in_flight",), f"max_in_flight must be >= 1, got {node.max_in_flight}")
+        self.check_range(n, ("max_in_flight",), node.max_in_flight, 1, ranges.MAX_WORKERS)
         # A process pool takes any max_in_flight: calls beyond its replicas queue at the workers,
         # pipelined (the pipe's latency overlaps the work), their outputs still in claim order.
         # So does a Ray executor (one actor per replica).
@@ -509,6 +575,7 @@ class _Planner:
             raise self.fail(n, at, "timestamp condition requires `value`")
         if isinstance(pred.value, bool) or not isinstance(pred.value, int):
             raise self.fail(n, (*at, "value"), "timestamp condition requires an integer `value`")
+        self.check_range(n, (*at, "value"), pred.value, ranges.TS_MIN, ranges.TS_MAX, " (a timestamp)")
 
     def check_metadata_condition(self, n: int, at: FieldPath, pred: PredicateSpec) -> None:
         if not pred.key:
@@ -533,6 +600,7 @@ class _Planner:
         for i, port in enumerate(getattr(self.spec, kind)):
             if not port.name:
                 raise self.fail(None, (kind, i), "port name must not be empty")
+            self.check_text(None, (kind, i), what, port.name)
             if port.name in names:
                 raise self.fail(None, (kind, i), f"{what} `{port.name}` is declared more than once")
             names.append(port.name)
