@@ -101,7 +101,7 @@ def render(package: Any, page: ApiPage, all_pages: list[ApiPage]) -> str:
         target = _resolve(module, name)
         if name in top and target is not None and _same(target, _resolve(package, name)):
             # One entry per object: what the package re-exports is documented on the main page.
-            groups.setdefault("Also here", []).append(
+            groups.setdefault("Also exported here", []).append(
                 f"- `{page.module}.{name}`{{ #{page.module}.{name} }}: the same object as "
                     f"[`flowplex.{name}`](index.md#flowplex.{name}).")
             continue
@@ -109,11 +109,11 @@ def render(package: Any, page: ApiPage, all_pages: list[ApiPage]) -> str:
             target = _resolve(package, name)
             if target is not None:
                 # Made at run time in the subpackage (a lazy name); documented on the main page.
-                groups.setdefault("Also here", []).append(
+                groups.setdefault("Also exported here", []).append(
                     f"- `{page.module}.{name}`{{ #{page.module}.{name} }}: the same object as "
                     f"[`flowplex.{name}`](index.md#flowplex.{name}).")
                 continue
-            groups.setdefault("Also here", []).append(f"- `{page.module}.{name}`")
+            groups.setdefault("Also exported here", []).append(f"- `{page.module}.{name}`")
             continue
         kind = target.kind.value
         if kind == "module":
@@ -123,7 +123,7 @@ def render(package: Any, page: ApiPage, all_pages: list[ApiPage]) -> str:
             continue
         groups.setdefault(_KIND_TITLES.get(kind, "Other"), []).append(
             f"::: {page.module}.{name}\n    options:\n      heading_level: 3\n")
-    for title in [*_KIND_TITLES.values(), "Other", "Also here"]:
+    for title in [*_KIND_TITLES.values(), "Other", "Also exported here"]:
         if title in groups:
             parts.append(f"## {title}\n")
             parts.extend(groups[title])

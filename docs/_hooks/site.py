@@ -8,7 +8,7 @@
 - the benchmark tables and PNG charts from ``docs/benchmarks/*.json`` (``gen_bench``).
 
 Everything is made from this checkout's ``src/`` (put first on ``sys.path``), in memory, in a
-fixed order: two builds of the same sources give the same site.
+fixed order: two builds of the same sources give the same generated pages and charts.
 """
 
 from __future__ import annotations
