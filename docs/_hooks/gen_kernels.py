@@ -26,6 +26,7 @@ _FAMILIES = {
     "flowplex.kernels._tensor": "Buffers (numpy)",
     "flowplex.agents": "Agents and the terminal",
     "flowplex.transport": "Shared-memory ring",
+    "flowplex.media": "Media",
     "flowplex.testing": "Testing helpers (`flowplex.testing`)",
 }
 """Section titles by module prefix; any other module gets a section named after it."""
@@ -138,7 +139,11 @@ def render() -> str:
         else:
             family = _family(cls.__module__)
             summary = (inspect.getdoc(cls) or "").split("\n", 1)[0] if cls.__doc__ else ""
-            body = _kernel_section(name, cls, read_contract(cls, type_name))
+            try:
+                contract: ContractRecord | str | None = read_contract(cls, type_name)
+            except Exception as exc:  # a contract the recorder cannot answer: say so, keep the page
+                contract = " ".join(f"{type(exc).__name__}: {exc}".split())
+            body = _kernel_section(name, cls, contract)
         sections.setdefault(family, []).append(body)
         index.append((name, family, _ROLE.sub(_role_text, summary)))
 
@@ -152,7 +157,7 @@ def render() -> str:
     return "\n".join(parts)
 
 
-def _kernel_section(name: str, cls: type, contract: ContractRecord | None) -> str:
+def _kernel_section(name: str, cls: type, contract: ContractRecord | str | None) -> str:
     lines = [f"### `{name}` {{ #{_anchor(name)} }}\n"]
     doc = inspect.getdoc(cls) or ""
     if not doc or cls.__doc__ is None:
@@ -164,7 +169,9 @@ def _kernel_section(name: str, cls: type, contract: ContractRecord | None) -> st
     return "\n".join(lines)
 
 
-def _contract_text(contract: ContractRecord | None) -> str:
+def _contract_text(contract: ContractRecord | str | None) -> str:
+    if isinstance(contract, str):
+        return f"**Contract:** could not be read where this site was built ({contract}).\n"
     if contract is None:
         return "**Contract:** none declared (every port accepts any type).\n"
     items: list[str] = []

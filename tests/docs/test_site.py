@@ -43,6 +43,7 @@ ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "docs" / "_hooks"
 CHROMIUM = Path("/usr/bin/chromium")
 BUILD_TIMEOUT_S = 300
+pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 60)  # the first test also waits for the build (~20 s)
 
 
 def _hook_module(name: str) -> ModuleType:
@@ -176,6 +177,26 @@ def test_a_kernel_whose_module_cannot_be_imported_is_listed_with_the_reason(monk
     section = page.split('### `DocsMissingExtraSource` { #kernel-docsmissingextrasource }', 1)[1]
     assert "No module named 'flowplex_docs_no_such_module'" in section.split("###", 1)[0]
     assert "| [`DocsMissingExtraSource`](#kernel-docsmissingextrasource) | (not importable here) |" in page
+
+
+def test_a_contract_the_recorder_cannot_read_is_noted_on_the_page(monkeypatch: pytest.MonkeyPatch) -> None:
+    import flowplex
+    from flowplex.kernels import _registry
+
+    class Future(flowplex.Kernel):
+        """Declares its ports with a method the recorder does not have."""
+
+        @staticmethod
+        def get_contract(c: object) -> None:
+            c.input_set_shape(0, (3, 4))  # type: ignore[attr-defined]
+
+    gen_kernels = _hook_module("gen_kernels")
+    monkeypatch.setitem(_registry._registry, "DocsFutureKernel", Future)  # removed again after the test
+    page = gen_kernels.render()
+    section = page.split("{ #kernel-docsfuturekernel }", 1)[1].split("###", 1)[0]
+    assert "Declares its ports with a method the recorder does not have." in section
+    assert ("**Contract:** could not be read where this site was built (AttributeError: "
+            "'_Recorder' object has no attribute 'input_set_shape')") in section
 
 
 def test_docstring_sections_become_lists_and_labels_become_bold() -> None:
