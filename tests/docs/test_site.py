@@ -19,6 +19,7 @@ import threading
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 import pytest
 
@@ -241,6 +242,26 @@ def test_home_and_api_pages_render_with_no_console_error_and_no_outside_request(
     from playwright.sync_api import sync_playwright
 
     problems: list[str] = []
+
+    def only_localhost(route: Any) -> None:
+        url = route.request.url
+        if url.startswith((served + "/", "data:")):
+            route.continue_()
+        else:
+            problems.append(f"outside request: {url}")
+            route.abort()
+
+    def visit(context: Any, path: str) -> Any:
+        """A fresh page at ``path``, loaded until the network is idle; its problems are recorded."""
+        page = context.new_page()
+        seen: list[str] = []
+        page.on("console", lambda m: seen.append(f"{path}: console {m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda e: seen.append(f"{path}: page error: {e}"))
+        page.on("requestfailed", lambda r: seen.append(f"{path}: request failed: {r.url} ({r.failure})"))
+        page.goto(f"{served}/{path}", wait_until="networkidle")
+        problems.extend(seen)  # recorded before the page closes: closing may abort what is left
+        return page
+
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
             executable_path=str(CHROMIUM), headless=True,
@@ -249,29 +270,17 @@ def test_home_and_api_pages_render_with_no_console_error_and_no_outside_request(
         )
         try:
             context = browser.new_context()
-            page = context.new_page()
-            page.on("console", lambda m: problems.append(f"console {m.type}: {m.text}") if m.type == "error" else None)
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("requestfailed", lambda r: problems.append(f"request failed: {r.url} ({r.failure})"))
-
-            def only_localhost(route: object) -> None:
-                url = route.request.url  # type: ignore[attr-defined]
-                if url.startswith((served + "/", "data:")):
-                    route.continue_()  # type: ignore[attr-defined]
-                else:
-                    problems.append(f"outside request: {url}")
-                    route.abort()  # type: ignore[attr-defined]
-
-            page.route("**/*", only_localhost)
-            page.goto(f"{served}/index.html", wait_until="networkidle")
-            assert page.title().startswith("flowplex")
-            assert page.locator("h1").first.inner_text().rstrip("¶") == "flowplex"
-            assert page.locator("nav").count() > 0
-            page.goto(f"{served}/reference/api/index.html", wait_until="networkidle")
-            assert page.locator('[id="flowplex.Graph"]').count() == 1
-            assert page.locator('[id="flowplex.Graph.from_yaml"]').count() == 1
-            # Search runs in a web worker on the index the build wrote: it must load too.
-            page.goto(f"{served}/index.html", wait_until="networkidle")
+            context.route("**/*", only_localhost)
+            home = visit(context, "index.html")
+            assert home.title().startswith("flowplex")
+            assert home.locator("h1").first.inner_text().rstrip("¶") == "flowplex"
+            assert home.locator("nav").count() > 0
+            home.close()
+            api = visit(context, "reference/api/index.html")
+            assert api.locator('[id="flowplex.Graph"]').count() == 1
+            assert api.locator('[id="flowplex.Graph.from_yaml"]').count() == 1
+            assert api.locator('[id="flowplex.kernel"]').count() == 1
+            api.close()
         finally:
             browser.close()
     assert problems == []
