@@ -1,16 +1,20 @@
 """flowplex vs lm-lmflow on lm-flow's own workloads, Python kernels, in one process run.
 
-Usage: python benchmarks/vs_lmflow.py [--quick]
+Usage: python benchmarks/vs_lmflow.py [--quick] [--json PATH]
 
 Needs `pip install lm-lmflow` (extra `bench`); it is never a dependency of flowplex. Every
 workload builds the same YAML graph on both engines with the same kernel bodies and prints both
 figures and the ratio flowplex / lm-lmflow (higher is better for rates, lower for costs).
+``--json PATH`` also writes every row and the machine facts to PATH (the documentation site
+draws its benchmark charts from that file: docs/benchmarks/vs_lmflow.json).
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import gc
+import json
 import logging
 import os
 import platform
@@ -33,6 +37,8 @@ ENGINES: dict[str, Any] = {"flowplex": flowplex, "lm-lmflow": lmflow}
 REPEATS = 5
 """Best of this many runs per figure: shared 2-core VMs are noisy; the best run is the engine's cost."""
 _cache: dict[tuple[str, str, int], float] = {}
+ROWS: list[dict[str, Any]] = []
+"""Every row printed, in order, for ``--json``."""
 
 
 def cached_throughput(engine: str, yaml_text: str, count: int, make: Callable[[int], object]) -> float:
@@ -192,12 +198,15 @@ def build_ms(engine: str, n: int) -> float:
 def row(name: str, fp: float, lm: float, unit: str, higher_is_better: bool = True) -> None:
     ratio = fp / lm if lm else float("inf")
     better = "x faster" if higher_is_better else "x cost"
+    ROWS.append({"workload": name, "flowplex": fp, "lm-lmflow": lm, "unit": unit, "ratio": ratio,
+                 "higher_is_better": higher_is_better})
     print(f"{name:<64} {fp:>12.1f} {lm:>12.1f} {unit:<10} {ratio:>7.2f}{better}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="fewer packets (smoke run)")
+    parser.add_argument("--json", metavar="PATH", help="also write the rows and the machine facts to PATH")
     args = parser.parse_args()
     # Rows that pump a DelegatingExecutor only in wait_done queue every send first, past the
     # soft backlog limit on purpose: its warnings would bury the table.
@@ -277,6 +286,39 @@ def main() -> None:
     row("build a 1,000-node chain from YAML", build_ms("flowplex", 1000), build_ms("lm-lmflow", 1000), "ms",
         higher_is_better=False)
     print("# targets: import flowplex < 150 ms; 1,000-node build < 1000 ms")
+    if args.json:
+        write_json(args.json, quick=args.quick)
+
+
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo (Linux), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def write_json(path: str, *, quick: bool) -> None:
+    """Write the rows printed so far and the facts of this run (machine, versions, date) to ``path``."""
+    from flowplex import _native
+
+    doc = {
+        "benchmark": "benchmarks/vs_lmflow.py",
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "quick": quick,
+        "machine": {"cpus": os.cpu_count(), "cpu": cpu_model(), "arch": platform.machine(),
+                    "system": platform.system(), "python": platform.python_version()},
+        "versions": {"flowplex": flowplex.__version__, "lm-lmflow": lmflow.__version__},
+        "flowplex_scheduler": _native.mode,
+        "rows": ROWS,
+    }
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=2)
+        f.write("\n")
 
 
 if __name__ == "__main__":

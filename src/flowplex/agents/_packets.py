@@ -53,8 +53,11 @@ __all__ = [
 ]
 
 KIND_TEXT: Final = "text"
+"""``kind`` of a chunk of the agent's output (escape sequences included)."""
 KIND_END: Final = "end"
+"""``kind`` of the packet that ends a stream; its text is a note such as ``"exit 0"``."""
 KIND_START: Final = "start"
+"""``kind`` of the packet that starts a finished stream again (a command restarted)."""
 META_STREAM_ID: Final = "stream_id"
 META_AGENT_TYPE: Final = "agent_type"
 META_AGENT: Final = "agent"

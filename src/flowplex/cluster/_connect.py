@@ -28,6 +28,7 @@ __all__ = ["ADDRESS_ENV", "INSTALL_HINT", "connect", "describe_cluster", "discon
 log = logging.getLogger(__name__)
 
 INSTALL_HINT: Final = "pip install 'flowplex[ray]'"
+"""The line that error messages give when Ray is not installed."""
 CONNECT_TIMEOUT_S: Final = 30.0
 """How long ``connect`` waits for Ray to answer before failing ``Graph.start``."""
 PROBE_TIMEOUT_S: Final = 5.0

@@ -45,8 +45,10 @@ MAGIC: Final = b"FPXRING1"
 VERSION: Final = 1
 
 SLOT_SIZE: Final = 256
+"""Bytes per ring slot, header included; longer messages take several slots."""
 SLOT_HEADER_SIZE: Final = 32
 PAYLOAD_SIZE: Final = SLOT_SIZE - SLOT_HEADER_SIZE
+"""Message bytes one slot carries (``SLOT_SIZE`` less its header)."""
 SLOT_SHIFT: Final = 8  # log2(SLOT_SIZE)
 
 GLOBAL_HEADER_SIZE: Final = 4096
@@ -60,9 +62,13 @@ MAX_PRODUCERS: Final = 256
 # TEXT that the producer sent a ``str`` (so the receiving side can give one back).  TRUNCATED
 # exists for layout compatibility with the Perdix spec and is never set: nothing is truncated.
 FLAG_CONTINUES: Final = 0x1
+"""Slot flag: more fragments of this message follow."""
 FLAG_FIRST: Final = 0x2
+"""Slot flag: the first slot of a message."""
 FLAG_TRUNCATED: Final = 0x4
+"""Slot flag kept for layout compatibility with the Perdix spec; never set (nothing is truncated)."""
 FLAG_TEXT: Final = 0x8
+"""Slot flag: the producer sent a ``str``, so the receiver gives one back."""
 
 # Lane states (lane header, line 1).
 LANE_FREE: Final = 0
