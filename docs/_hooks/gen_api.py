@@ -55,7 +55,10 @@ def load(src: Path) -> Any:
     """The ``flowplex`` package as griffe reads it (statically, from ``src``: what mkdocstrings shows)."""
     import griffe
 
-    return griffe.load("flowplex", search_paths=[str(src)], resolve_aliases=False, resolve_external=False)
+    # No inspection: with flowplex imported, griffe would inspect the mypyc-compiled twin of a
+    # module (no class docstrings) instead of reading its source.
+    return griffe.load("flowplex", search_paths=[str(src)], resolve_aliases=False, resolve_external=False,
+                       allow_inspection=False)
 
 
 def _member(package: Any, module: str) -> Any:
