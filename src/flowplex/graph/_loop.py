@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 from .._timestamps import TS_MAX, TS_MIN, next_allowed
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
 from ..kernels._host import describe_failure as _describe
+from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
 from ._engine_common import _BUFFER, _is_power_of_two, _output_type_error, input_type_error
@@ -112,12 +113,12 @@ class Scheduler:
             else:
                 try:
                     node.kernel.process(ctx)
-                except Exception as exc:
+                except BaseException as exc:
+                    if is_interrupt(exc):
+                        self._abandon(node, ctx)
+                        raise
                     err = exc
                     text = _describe(exc, ctx)
-                except BaseException:
-                    self._abandon(node, ctx)
-                    raise
         release_inputs(ctx)
         if ctx._batch is not None:
             ctx._batch = None
@@ -125,23 +126,23 @@ class Scheduler:
             text = _output_type_error(node, ctx)
         self.complete(node, ctx, err, text)
 
-    def timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[Exception | None, str]:
+    def timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[BaseException | None, str]:
         """Run a kernel callback measuring it (stats ``full``, tracing, watchdog)."""
-        err: Exception | None = None
+        err: BaseException | None = None
         text = ""
         copies_before = _thread_cow_counts()[0]
         start = time.perf_counter_ns()
         node.running_since = start
         try:
             fn(ctx)
-        except Exception as exc:
+        except BaseException as exc:
+            if is_interrupt(exc):
+                node.running_since = 0
+                if ctx._phase == PHASE_PROCESS:
+                    self._abandon(node, ctx)
+                raise
             err = exc
             text = _describe(exc, ctx)
-        except BaseException:
-            node.running_since = 0
-            if fn == node.kernel.process:
-                self._abandon(node, ctx)
-            raise
         end = time.perf_counter_ns()
         node.running_since = 0
         self._measured(node, ctx, getattr(fn, "__name__", "process"), start, end - start,
@@ -161,7 +162,7 @@ class Scheduler:
             tracer(node.name, name, ctx._ts, start, duration)
 
     def _abandon(self, node: Node, ctx: Context) -> None:
-        """A BaseException (Ctrl-C) escaped a kernel: cancel the graph, keep counts straight."""
+        """The user's Ctrl-C (``is_interrupt``) escaped a kernel: cancel the graph, keep counts straight."""
         for out in ctx._out:
             out.clear()
         status = self.status
@@ -201,7 +202,9 @@ class Scheduler:
                 node.processed += 1
             node.in_flight -= 1
             status.busy -= 1
+            self._flush_finished(node, ctx)
             if node.is_source:
+                # After the flush: the queue bound counts what this call emitted.
                 if ctx._source_done:
                     node.source_done = True
                     node.closable = True
@@ -210,7 +213,6 @@ class Scheduler:
                     # (A yield after a cancel or a failure parks nothing: the source closes.)
                     self.sources.pace(node, ctx)
                 ctx._yield = None
-            self._flush_finished(node, ctx)
             if self.blocking.retry:
                 self._settle()
             self.claims.schedule(node)
@@ -218,6 +220,7 @@ class Scheduler:
                 self.closing.try_close(node)
             if status.waiters:
                 status.changed.notify_all()
+                self.sources.room()  # (parked sources count among the waiters: ``_sources``)
             subs, calls = self.take_work()
         wake = status.wakeup
         if wake is not None:
@@ -298,13 +301,15 @@ class Scheduler:
     def _run_close(self, node: Node, ctx: Context) -> None:
         """Run ``node``'s close callback here, then close it (``Closing.closed``)."""
         text = ""
-        err: Exception | None = None
+        err: BaseException | None = None
         if self.timed:
             err, text = self.timed_call(node, ctx, node.kernel.close)
         else:
             try:
                 node.kernel.close(ctx)
-            except Exception as exc:
+            except BaseException as exc:
+                if is_interrupt(exc):
+                    raise
                 err = exc
                 text = _describe(exc, ctx)
         if not text and node.typed_outputs:
@@ -334,12 +339,15 @@ class Scheduler:
             return
         invocation = invocation_of(node, ctx)
         host: KernelHostExecutor = node.executor  # type: ignore[assignment]
+        if self.timed:  # the watchdog sees a hosted call while it runs, too
+            node.running_since = time.perf_counter_ns()
         host.invoke(invocation, lambda outcome: self._hosted_done(node, ctx, outcome))
 
     def _hosted_done(self, node: Node, ctx: Context, outcome: Outcome) -> None:
         """The completion callback of a hosted callback: apply the outcome, then complete."""
         err, text = apply_outcome(node, ctx, outcome)
         if self.timed:
+            node.running_since = 0
             self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
                            outcome.duration_ns, outcome.copies)
         if not text and node.typed_outputs:
@@ -370,13 +378,13 @@ class Scheduler:
         while True:
             try:
                 node.kernel.process(ctx)
-            except Exception as exc:
+            except BaseException as exc:
+                if is_interrupt(exc):
+                    self._abandon(node, ctx)
+                    raise
                 release_inputs(ctx)
                 self.complete(node, ctx, exc, _describe(exc, ctx))
                 return
-            except BaseException:
-                self._abandon(node, ctx)
-                raise
             release_inputs(ctx)
             edge = node.out_edge
             port: InPort | None = None
@@ -481,6 +489,7 @@ class Scheduler:
                 self.closing.try_close(node)
             if status.waiters:
                 status.changed.notify_all()
+                self.sources.room()
             claims = self.claims
             subs = claims.out  # ``claims.take()``, inline: this runs once per hop
             if subs:
