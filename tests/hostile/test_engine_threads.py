@@ -15,12 +15,15 @@ import sys
 import textwrap
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 import flowplex
 from flowplex.executors import ThreadPoolExecutor
+from flowplex.graph import _timers
+from flowplex.processes import _transfer
 from flowplex.testing import default_executor
 
 from . import engine_kernels as engine_kernels  # registers the kernels (a pool's workers import them)
@@ -167,17 +170,41 @@ def test_a_rate_too_slow_for_the_timer_fails_the_graph_instead_of_killing_the_ti
             g.wait_done(timeout=20)
 
 
-def test_a_failure_inside_a_timer_wake_fails_the_graph() -> None:
-    # Fault injection into a real wake of the real timer thread.
-    with flowplex.Graph.from_yaml(_source_graph()) as g:
-        sources = g._engine.sources
+def test_a_failure_inside_a_timer_wake_fails_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fault injection into a real wake of the real timer thread (at the timer's side of the
+    # seam: the engine's own classes may be compiled, and cannot be patched).
+    real_init = _timers.Timers.__init__
 
-        def wake(node: object, gen: int) -> None:
+    def init(self: _timers.Timers, wake: Callable[..., None], failed: Callable[..., None]) -> None:
+        def poisoned(node: object, gen: int) -> None:
             raise RecursionError("injected")
 
-        sources.wake = wake  # type: ignore[method-assign]
+        real_init(self, poisoned, failed)
+
+    monkeypatch.setattr(_timers.Timers, "__init__", init)
+    with flowplex.Graph.from_yaml(_source_graph()) as g:
         g.start()
         with pytest.raises(flowplex.KernelError, match=(
                 r"^kernel failed: \[src\] the timer thread \(source wakes, at node `src`\) caught RecursionError: "
                 r"injected$")):
+            g.wait_done(timeout=20)
+
+
+def test_a_failure_on_a_process_pools_completion_thread_fails_the_graph(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Fault injection: an answer of a real worker process that makes the engine's completion
+    # raise on the pool's receiver thread (as an engine bug would).
+    real = _transfer.decode_outcome
+
+    def decode(*args: object) -> object:
+        outcome = real(*args)  # type: ignore[arg-type]
+        if outcome.seq >= 0:  # a process() call (open's seq is -1)
+            outcome.counters = [None]  # unpacking it raises inside the engine
+        return outcome
+
+    monkeypatch.setattr(_transfer, "decode_outcome", decode)
+    with default_executor("processes"), flowplex.Graph.from_yaml(_raising("none", "none")) as g:
+        g.start()
+        g.send("x", 1, ts=0)
+        with pytest.raises(flowplex.KernelError, match=(
+                r"^kernel failed: \[boom\] completing a call of node `boom` on thread `.+` caught TypeError: ")):
             g.wait_done(timeout=20)

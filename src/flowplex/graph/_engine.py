@@ -103,7 +103,7 @@ class Engine:
             guard = getattr(ex, "set_on_failure", None)
             if guard is not None:
                 guard(self._failure_report(ex))
-        sources.on_failure = self.thread_failed
+        sources.on_failure = scheduler.on_failure = self.thread_failed
 
     # -- subscribers and side packets (before start) --------------------------------------------
 

@@ -20,6 +20,7 @@ the work they decided in their outboxes and ``take_work`` collects it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING
@@ -46,13 +47,17 @@ if TYPE_CHECKING:
     from ._engine_common import Calls, Submission
     from ._io import Poller
     from ._nodes import Edge, InPort, Node
-    from ._sources import Sources
+    from ._sources import FailureHandler, Sources
     from ._status import Status
 
 log = logging.getLogger("flowplex.graph")
 
 Tracer = Callable[[str, str, int, int, int], None]
 """``fn(node, callback, ts, start_ns, duration_ns)`` after each measured callback."""
+
+
+def _unreported(node: Node | None, exc: BaseException, where: str, lost: bool) -> None:
+    raise exc
 
 
 class Scheduler:
@@ -71,6 +76,9 @@ class Scheduler:
         """Measure every callback: stats ``full``, a tracer or the watchdog is on."""
         self.watchdog_ns = 0
         self.tracer: Tracer | None = None
+        self.on_failure: FailureHandler = _unreported
+        """Set by the engine (``Engine.thread_failed``): where a completion thread reports what
+        raised while it completed a hosted call."""
         self._run = self.run
         claims.task = self._run
 
@@ -344,18 +352,27 @@ class Scheduler:
         host.invoke(invocation, lambda outcome: self._hosted_done(node, ctx, outcome))
 
     def _hosted_done(self, node: Node, ctx: Context, outcome: Outcome) -> None:
-        """The completion callback of a hosted callback: apply the outcome, then complete."""
-        err, text = apply_outcome(node, ctx, outcome)
-        if self.timed:
-            node.running_since = 0
-            self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
-                           outcome.duration_ns, outcome.copies)
-        if not text and node.typed_outputs:
-            text = _output_type_error(node, ctx)
-        if ctx._phase == PHASE_CLOSE:
-            self._close_complete(node, ctx, err, text)
-        else:
-            self.complete(node, ctx, err, text)
+        """The completion callback of a hosted callback: apply the outcome, then complete.
+
+        It runs on the executor's completion thread (a process pool's receiver, say): what
+        raises here must not end that thread silently, leaving the node running for good, so
+        it fails the graph instead (``on_failure``; the ``try`` costs nothing until then).
+        """
+        try:
+            err, text = apply_outcome(node, ctx, outcome)
+            if self.timed:
+                node.running_since = 0
+                self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
+                               outcome.duration_ns, outcome.copies)
+            if not text and node.typed_outputs:
+                text = _output_type_error(node, ctx)
+            if ctx._phase == PHASE_CLOSE:
+                self._close_complete(node, ctx, err, text)
+            else:
+                self.complete(node, ctx, err, text)
+        except BaseException as exc:
+            self.on_failure(node, exc, f"completing a call of node `{node.name}` on thread "
+                                       f"`{threading.current_thread().name}`", True)
 
     # -- the hop shortcut ---------------------------------------------------------------------------
 
