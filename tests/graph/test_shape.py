@@ -17,9 +17,9 @@ import flowplex.graph
 GRAPH = Path(flowplex.graph.__file__).parent
 
 PARTS = (
-    "_args", "_nodes", "_timers", "_engine_common", "_status", "_budget", "_blocking", "_claims", "_delivery",
-    "_closing", "_sources", "_seam", "_loop", "_pump", "_stalls", "_admission", "_waiting", "_io", "_snapshot",
-    "_engine", "_build", "_async", "_graph", "__init__",
+    "_args", "_nodes", "_timers", "_watchdog", "_engine_common", "_status", "_budget", "_blocking", "_claims",
+    "_delivery", "_closing", "_sources", "_seam", "_loop", "_pump", "_stalls", "_admission", "_waiting", "_io",
+    "_snapshot", "_engine", "_build", "_async", "_graph", "__init__",
 )
 """Every module of ``flowplex.graph``, lowest first: a module imports only modules before it."""
 

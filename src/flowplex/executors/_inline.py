@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import Inbox, Task, TaskStats
+from ._protocol import FailureReport, Inbox, Task, TaskStats
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,7 @@ class InlineExecutor:
         # (no thread switch inside it); in the sources, the GIL keeps ``+=`` whole on 3.11.
         self._queued = 0
         self._running = 0
+        self._on_failure: FailureReport | None = None
 
     def submit(self, fn: Task, arg: object) -> None:
         """Run ``fn(arg)`` now on this thread, or after the task this thread is running."""
@@ -63,8 +64,14 @@ class InlineExecutor:
         finally:
             local.queue = None
             self._running -= 1
-            if queue:  # a task raised past the engine (KeyboardInterrupt): the rest is dropped
+            if queue:
+                # A task raised past the engine (the user's Ctrl-C): the work it left behind
+                # (the cancel's closes, say) goes on on the background thread, or the graph
+                # would wait for it forever.
                 self._queued -= len(queue)
+                while queue:
+                    task, targ = queue.popleft()
+                    self.submit_background(task, targ)
 
     def backlog(self) -> Sized | None:
         """The tasks waiting behind the one this thread runs now; None outside the run loop.
@@ -103,6 +110,11 @@ class InlineExecutor:
             else:
                 self._bg_cond.notify()
 
+    def set_on_failure(self, report: FailureReport | None) -> None:
+        """Call ``report(arg, exc, where)`` when a task raises on the background thread (tasks
+        never should); the thread goes on serving. On a caller's thread it propagates."""
+        self._on_failure = report
+
     def _background_loop(self) -> None:
         # Work this thread triggers joins the same FIFO as new background work, so an endless
         # source cannot starve a second source or timer wakes.
@@ -119,8 +131,22 @@ class InlineExecutor:
                 self._running += 1
             try:
                 fn(arg)
+            except BaseException as exc:  # no cost per task until one raises
+                self._report(arg, exc)
             finally:
                 self._running -= 1
+
+    def _report(self, arg: object, exc: BaseException) -> None:
+        """Hand what escaped a background task to the engine; the thread must not die of it."""
+        where = f"background thread `{threading.current_thread().name}` of executor `{self.name}`"
+        report = self._on_failure
+        if report is None:
+            log.error("%s: %s: %s (no engine to report it to)", where, type(exc).__name__, exc)
+            return
+        try:
+            report(arg, exc, where)
+        except Exception:
+            log.exception("%s: reporting %r failed", where, exc)
 
     def start(self) -> None:
         """Nothing to start: the background thread starts with the first background task."""

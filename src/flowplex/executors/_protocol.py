@@ -14,6 +14,10 @@ Task = Callable[[object], None]
 """An engine callback applied to one argument (an invocation context)."""
 Inbox = deque[tuple[Task, object]]
 """A FIFO of ``(fn, arg)`` that host threads drain (see ``Executor.inbox``)."""
+FailureReport = Callable[[object, BaseException, str], None]
+"""``report(arg, exc, where)``: an executor's own thread caught ``exc`` (see ``Executor``):
+``arg`` is the argument of the task that raised (None outside a task), ``where`` names the
+thread. The engine fails the graph with it, naming the node."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,7 +46,10 @@ class Executor(Protocol):
     ``inbox()`` once, when it builds a graph, and never tests ``kind`` or a type. An executor
     that batches calls (Ray) also has ``calls_in_flight(spec) -> int``: how many calls of a
     node the engine may claim before the first is answered (read at build; a node with a back
-    edge keeps one at a time).
+    edge keeps one at a time). An executor with threads of its own may have
+    ``set_on_failure(report: FailureReport)``: its threads guard their loops and report what
+    reaches them (a task that raised after all, a failed affinity setting) instead of dying,
+    and the engine fails the graph with it.
     """
 
     name: str

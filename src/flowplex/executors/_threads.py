@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import Inbox, Task, TaskStats
+from ._protocol import FailureReport, Inbox, Task, TaskStats
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +37,7 @@ class ThreadPoolExecutor:
         self._stopping = False
         self._idle = 0
         self._running = 0
+        self._on_failure: FailureReport | None = None
 
     def submit(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the next free worker."""
@@ -76,8 +77,22 @@ class ThreadPoolExecutor:
                 self._workers.append(t)
                 t.start()
 
+    def set_on_failure(self, report: FailureReport | None) -> None:
+        """Call ``report(arg, exc, where)`` when a worker thread catches what should never reach
+        it: a task that raised (``arg`` is its argument) or a failed ``affinity`` / ``priority``
+        setting (``arg`` is None). The engine fails the graph; the worker goes on serving."""
+        self._on_failure = report
+
     def _worker(self, i: int) -> None:
-        self._pin(i)
+        # Nothing a task or a setting raises may end a worker: with the pool's only worker
+        # gone, a graph would wait forever. What one catches it reports (the engine fails the
+        # graph, naming the node), and it goes on serving, so the graph's closes still run.
+        # (A ``try`` costs nothing per task until something raises.)
+        where = f"worker thread `{threading.current_thread().name}` of executor `{self.name}`"
+        try:
+            self._pin(i)
+        except BaseException as exc:  # e.g. an affinity the OS cannot even represent (OverflowError)
+            self._report(None, exc, f"{where}, setting its affinity/priority")
         ran = 0  # 1 after a task: the count of running workers drops with the next lock take
         while True:
             with self._lock:
@@ -92,7 +107,20 @@ class ThreadPoolExecutor:
                 fn, arg = self._tasks.popleft()
                 self._running += 1
                 ran = 1
-            fn(arg)
+            try:
+                fn(arg)
+            except BaseException as exc:
+                self._report(arg, exc, where)
+
+    def _report(self, arg: object, exc: BaseException, where: str) -> None:
+        report = self._on_failure
+        if report is None:
+            log.error("%s: %s: %s (no engine to report it to)", where, type(exc).__name__, exc)
+            return
+        try:
+            report(arg, exc, where)
+        except Exception:  # the report itself must not end the worker
+            log.exception("%s: reporting %r failed", where, exc)
 
     def _pin(self, i: int) -> None:
         # Best effort, like lm-flow: silently keep the defaults without permission.

@@ -21,8 +21,10 @@ start, stop, reset, cancel, pause, inputs, pollers and observers. The path of on
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -30,6 +32,7 @@ from .._timestamps import TS_UNSTARTED
 from ..errors import KernelError, UsageError
 from ..executors._invocation import Invocation, Outcome
 from ..kernels._context import PHASE_OPEN
+from ..kernels._host import is_interrupt
 from ._admission import Admission
 from ._blocking import Blocking
 from ._budget import Budget
@@ -39,7 +42,7 @@ from ._delivery import Delivery
 from ._engine_common import Submission as Submission
 from ._engine_common import Work as Work
 from ._io import Poller
-from ._loop import Scheduler, Tracer
+from ._loop import Scheduler, Tracer, call_observers
 from ._pump import Pump
 from ._seam import recipe_of
 from ._snapshot import take_snapshot
@@ -52,6 +55,7 @@ from ._status import TERMINATED as TERMINATED
 from ._status import WAIT_SLICE_S as WAIT_SLICE_S
 from ._status import Status
 from ._waiting import Waits
+from ._watchdog import Watchdog
 
 if TYPE_CHECKING:
     from .._snapshot import EngineSnapshot
@@ -60,6 +64,8 @@ if TYPE_CHECKING:
     from ..packets import Packet
     from ..packets._packet import BufferAllocator
     from ._nodes import Edge, Node, Observer
+
+log = logging.getLogger("flowplex.graph")
 
 OPEN_TIMEOUT_S = 60.0
 """How long ``start`` waits for a kernel host to open one kernel before calling it dead."""
@@ -78,13 +84,15 @@ class Engine:
         self.input_zeros: BufferAllocator | None = None
         """Where ``Graph.new_buffer`` gets memory: set at ``start`` (see ``_host_kernels``)."""
         self.stats_level = "basic"
+        self.watchdog: Watchdog | None = None
+        """Started by ``start`` when ``watchdog_ms`` is set (``_watchdog``)."""
         self.status = status = Status()
         self.budget = budget = Budget()
         self.blocking = blocking = Blocking(status)
         self.claims = claims = Claims(status, budget, blocking)
         self.delivery = delivery = Delivery(status, budget, blocking, claims)
         self.closing = closing = Closing(status, budget, blocking, claims, delivery, nodes, self.graph_inputs)
-        self.sources = sources = Sources(status, claims, closing)
+        self.sources = sources = Sources(status, budget, claims, closing)
         self.scheduler = scheduler = Scheduler(status, budget, blocking, claims, delivery, closing, sources)
         inboxes = [box for box in (ex.inbox() for ex in executors) if box is not None]
         self.pump = pump = Pump(status, scheduler, inboxes)
@@ -92,6 +100,10 @@ class Engine:
         self.waits = Waits(status, budget, blocking, closing, scheduler, pump)
         for ex in executors:
             ex.set_on_submit(status.wake_hosts)
+            guard = getattr(ex, "set_on_failure", None)
+            if guard is not None:
+                guard(self._failure_report(ex))
+        sources.on_failure = scheduler.on_failure = self.thread_failed
 
     # -- subscribers and side packets (before start) --------------------------------------------
 
@@ -158,6 +170,8 @@ class Engine:
             subs = self.claims.take()
         for executor, task, arg in subs:
             executor.submit_background(task, arg)
+        if self.scheduler.watchdog_ns and self.watchdog is None:
+            self.watchdog = Watchdog(self.nodes, self.scheduler.watchdog_ns)
 
     def _host_kernels(self) -> None:
         """Hand each kernel-hosting executor the recipes of its nodes; a node that feeds one
@@ -199,7 +213,9 @@ class Engine:
             else:
                 try:
                     node.kernel.open(ctx)
-                except Exception as exc:
+                except BaseException as exc:  # SystemExit too: only the user's Ctrl-C goes through
+                    if is_interrupt(exc):
+                        raise
                     err, text = exc, f"{type(exc).__name__}: {exc}"
         finally:
             for staged in ctx._out:
@@ -234,7 +250,7 @@ class Engine:
         if status.state in (RUNNING, DRAINING):
             self.scheduler.cancel()
             deadline = time.monotonic() + 5.0
-            while status.state != TERMINATED and time.monotonic() < deadline:
+            while status.state != TERMINATED and not status.broken and time.monotonic() < deadline:
                 if not self.pump.pump_step():
                     with status.lock:
                         if status.state == TERMINATED or self.pump.idle():
@@ -268,10 +284,57 @@ class Engine:
         del held  # outside the lock: the last release of an adopted array restores it
 
     def shutdown(self) -> None:
-        """Stop timers and executor threads."""
+        """Stop timers, the watchdog and executor threads."""
         self.sources.stop()
+        if self.watchdog is not None:
+            self.watchdog.stop()
+            self.watchdog = None
         for ex in self.executors:
             ex.shutdown()
+
+    # -- engine threads that caught what should never reach them ------------------------------
+
+    def _failure_report(self, executor: Executor) -> Callable[[object, BaseException, str], None]:
+        """The ``set_on_failure`` report of ``executor``: ``thread_failed``, naming a node."""
+
+        # Weakly: the executor's threads live until shutdown, and must not keep a dropped
+        # graph (and the arrays it holds) alive through this closure.
+        engine = weakref.ref(self)
+        executor_ref = weakref.ref(executor)
+
+        def report(arg: object, exc: BaseException, where: str) -> None:
+            eng = engine()
+            if eng is None:
+                return
+            owner = getattr(arg, "_owner", None)  # a task's argument is a context of its node
+            ex = executor_ref()
+            node = owner if owner in eng.nodes else next((n for n in eng.nodes if n.executor is ex), None)
+            eng.thread_failed(node, exc, where, arg is not None)
+
+        return report
+
+    def thread_failed(self, node: Node | None, exc: BaseException, where: str, lost: bool = False) -> None:
+        """An engine thread (a pool worker, the background or the timer thread) caught ``exc``:
+        fail the graph with it, naming ``node``, and close what can close.
+
+        ``lost``: the exception interrupted a task, so an invocation's accounting is unknown;
+        the graph is then marked ``broken`` and the host's waits end at the error (``wait_done``
+        raises it) instead of waiting for a drain that may never come.
+        """
+        log.error("%s caught %s: %s", where, type(exc).__name__, exc, exc_info=exc)
+        status = self.status
+        with status.lock:
+            status.record_error(node, exc, f"{where} caught {type(exc).__name__}: {exc}")
+            if lost:
+                status.broken = True
+            self.blocking.drop_blocked()
+            self.sources.cancel_waits(self.nodes)
+            self.closing.force_close()
+            subs, calls = self.scheduler.take_work()
+        if calls:
+            call_observers(calls)
+        for executor, task, arg in subs:  # never on this thread: it may be the one that failed
+            executor.submit_background(task, arg)
 
     # -- control -------------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ the work they decided in their outboxes and ``take_work`` collects it.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING
@@ -27,6 +28,7 @@ from typing import TYPE_CHECKING
 from .._timestamps import TS_MAX, TS_MIN, next_allowed
 from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
 from ..kernels._host import describe_failure as _describe
+from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
 from ._engine_common import _BUFFER, _is_power_of_two, _output_type_error, input_type_error
@@ -45,13 +47,17 @@ if TYPE_CHECKING:
     from ._engine_common import Calls, Submission
     from ._io import Poller
     from ._nodes import Edge, InPort, Node
-    from ._sources import Sources
+    from ._sources import FailureHandler, Sources
     from ._status import Status
 
 log = logging.getLogger("flowplex.graph")
 
 Tracer = Callable[[str, str, int, int, int], None]
 """``fn(node, callback, ts, start_ns, duration_ns)`` after each measured callback."""
+
+
+def _unreported(node: Node | None, exc: BaseException, where: str, lost: bool) -> None:
+    raise exc
 
 
 class Scheduler:
@@ -70,6 +76,9 @@ class Scheduler:
         """Measure every callback: stats ``full``, a tracer or the watchdog is on."""
         self.watchdog_ns = 0
         self.tracer: Tracer | None = None
+        self.on_failure: FailureHandler = _unreported
+        """Set by the engine (``Engine.thread_failed``): where a completion thread reports what
+        raised while it completed a hosted call."""
         self._run = self.run
         claims.task = self._run
 
@@ -112,12 +121,12 @@ class Scheduler:
             else:
                 try:
                     node.kernel.process(ctx)
-                except Exception as exc:
+                except BaseException as exc:
+                    if is_interrupt(exc):
+                        self._abandon(node, ctx)
+                        raise
                     err = exc
                     text = _describe(exc, ctx)
-                except BaseException:
-                    self._abandon(node, ctx)
-                    raise
         release_inputs(ctx)
         if ctx._batch is not None:
             ctx._batch = None
@@ -125,23 +134,23 @@ class Scheduler:
             text = _output_type_error(node, ctx)
         self.complete(node, ctx, err, text)
 
-    def timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[Exception | None, str]:
+    def timed_call(self, node: Node, ctx: Context, fn: Callable[[Context], None]) -> tuple[BaseException | None, str]:
         """Run a kernel callback measuring it (stats ``full``, tracing, watchdog)."""
-        err: Exception | None = None
+        err: BaseException | None = None
         text = ""
         copies_before = _thread_cow_counts()[0]
         start = time.perf_counter_ns()
         node.running_since = start
         try:
             fn(ctx)
-        except Exception as exc:
+        except BaseException as exc:
+            if is_interrupt(exc):
+                node.running_since = 0
+                if ctx._phase == PHASE_PROCESS:
+                    self._abandon(node, ctx)
+                raise
             err = exc
             text = _describe(exc, ctx)
-        except BaseException:
-            node.running_since = 0
-            if fn == node.kernel.process:
-                self._abandon(node, ctx)
-            raise
         end = time.perf_counter_ns()
         node.running_since = 0
         self._measured(node, ctx, getattr(fn, "__name__", "process"), start, end - start,
@@ -161,7 +170,7 @@ class Scheduler:
             tracer(node.name, name, ctx._ts, start, duration)
 
     def _abandon(self, node: Node, ctx: Context) -> None:
-        """A BaseException (Ctrl-C) escaped a kernel: cancel the graph, keep counts straight."""
+        """The user's Ctrl-C (``is_interrupt``) escaped a kernel: cancel the graph, keep counts straight."""
         for out in ctx._out:
             out.clear()
         status = self.status
@@ -201,7 +210,9 @@ class Scheduler:
                 node.processed += 1
             node.in_flight -= 1
             status.busy -= 1
+            self._flush_finished(node, ctx)
             if node.is_source:
+                # After the flush: the queue bound counts what this call emitted.
                 if ctx._source_done:
                     node.source_done = True
                     node.closable = True
@@ -210,7 +221,6 @@ class Scheduler:
                     # (A yield after a cancel or a failure parks nothing: the source closes.)
                     self.sources.pace(node, ctx)
                 ctx._yield = None
-            self._flush_finished(node, ctx)
             if self.blocking.retry:
                 self._settle()
             self.claims.schedule(node)
@@ -218,6 +228,7 @@ class Scheduler:
                 self.closing.try_close(node)
             if status.waiters:
                 status.changed.notify_all()
+                self.sources.room()  # (parked sources count among the waiters: ``_sources``)
             subs, calls = self.take_work()
         wake = status.wakeup
         if wake is not None:
@@ -298,13 +309,15 @@ class Scheduler:
     def _run_close(self, node: Node, ctx: Context) -> None:
         """Run ``node``'s close callback here, then close it (``Closing.closed``)."""
         text = ""
-        err: Exception | None = None
+        err: BaseException | None = None
         if self.timed:
             err, text = self.timed_call(node, ctx, node.kernel.close)
         else:
             try:
                 node.kernel.close(ctx)
-            except Exception as exc:
+            except BaseException as exc:
+                if is_interrupt(exc):
+                    raise
                 err = exc
                 text = _describe(exc, ctx)
         if not text and node.typed_outputs:
@@ -334,20 +347,32 @@ class Scheduler:
             return
         invocation = invocation_of(node, ctx)
         host: KernelHostExecutor = node.executor  # type: ignore[assignment]
+        if self.timed:  # the watchdog sees a hosted call while it runs, too
+            node.running_since = time.perf_counter_ns()
         host.invoke(invocation, lambda outcome: self._hosted_done(node, ctx, outcome))
 
     def _hosted_done(self, node: Node, ctx: Context, outcome: Outcome) -> None:
-        """The completion callback of a hosted callback: apply the outcome, then complete."""
-        err, text = apply_outcome(node, ctx, outcome)
-        if self.timed:
-            self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
-                           outcome.duration_ns, outcome.copies)
-        if not text and node.typed_outputs:
-            text = _output_type_error(node, ctx)
-        if ctx._phase == PHASE_CLOSE:
-            self._close_complete(node, ctx, err, text)
-        else:
-            self.complete(node, ctx, err, text)
+        """The completion callback of a hosted callback: apply the outcome, then complete.
+
+        It runs on the executor's completion thread (a process pool's receiver, say): what
+        raises here must not end that thread silently, leaving the node running for good, so
+        it fails the graph instead (``on_failure``; the ``try`` costs nothing until then).
+        """
+        try:
+            err, text = apply_outcome(node, ctx, outcome)
+            if self.timed:
+                node.running_since = 0
+                self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
+                               outcome.duration_ns, outcome.copies)
+            if not text and node.typed_outputs:
+                text = _output_type_error(node, ctx)
+            if ctx._phase == PHASE_CLOSE:
+                self._close_complete(node, ctx, err, text)
+            else:
+                self.complete(node, ctx, err, text)
+        except BaseException as exc:
+            self.on_failure(node, exc, f"completing a call of node `{node.name}` on thread "
+                                       f"`{threading.current_thread().name}`", True)
 
     # -- the hop shortcut ---------------------------------------------------------------------------
 
@@ -370,13 +395,13 @@ class Scheduler:
         while True:
             try:
                 node.kernel.process(ctx)
-            except Exception as exc:
+            except BaseException as exc:
+                if is_interrupt(exc):
+                    self._abandon(node, ctx)
+                    raise
                 release_inputs(ctx)
                 self.complete(node, ctx, exc, _describe(exc, ctx))
                 return
-            except BaseException:
-                self._abandon(node, ctx)
-                raise
             release_inputs(ctx)
             edge = node.out_edge
             port: InPort | None = None
@@ -481,6 +506,7 @@ class Scheduler:
                 self.closing.try_close(node)
             if status.waiters:
                 status.changed.notify_all()
+                self.sources.room()
             claims = self.claims
             subs = claims.out  # ``claims.take()``, inline: this runs once per hop
             if subs:

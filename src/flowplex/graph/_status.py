@@ -54,6 +54,10 @@ class Status:
         """Claimed-but-unfinished invocations, pending wakes and running closes."""
         self.started_ns = 0
         """``perf_counter_ns`` at ``start`` (0 before): the diagnostics window origin."""
+        self.broken = False
+        """An engine thread caught an exception inside a task (``Engine.thread_failed``): the
+        counts of what runs are unknown, so the host's waits end at the recorded error
+        instead of waiting for the graph to drain."""
 
     def record_error(self, node: Node | None, exc: BaseException | None, text: str,
                      ts: int | None = None) -> None:
@@ -141,6 +145,7 @@ class Status:
         self.cancelled = False
         self.set_paused(False)
         self.started_ns = 0
+        self.broken = False
         self.state = INITIALIZED
 
 

@@ -11,10 +11,12 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import GraphCancelled, StateError, Timeout
+from ..errors import DeadlockError, GraphCancelled, StateError, Timeout
 from ..packets import clone_owned
+from ._admission import READER_GRACE_S
 from ._stalls import stall_error
 from ._status import INITIALIZED, RUNNING, TERMINATED
+from ._watchdog import running_what
 
 if TYPE_CHECKING:
     from ..packets import Packet
@@ -47,16 +49,23 @@ class Waits:
         if status.state == INITIALIZED and not status.cancelled:
             msg = "wait_done() before start()"
             raise StateError(msg)
+        began = time.monotonic()
         while True:
             self.pump.pump()
             with status.lock:
-                if status.state in (TERMINATED, INITIALIZED):
+                if status.state in (TERMINATED, INITIALIZED) or status.broken:
                     break
+                if self.scheduler.sources.parked:
+                    self._parked_verdict()
                 force = self.pump.idle() and self._idle_verdict()
                 if status.state == TERMINATED:
                     break
                 if not force:
-                    status.wait_change(deadline)
+                    try:
+                        status.wait_change(deadline)
+                    except Timeout:
+                        msg = f"wait_done timed out after {time.monotonic() - began:.3g} s; {self.still_running()}"
+                        raise Timeout(msg) from None
             if force:
                 self.force_close()
         # Ended: what is still queued can never run (a failure's or a cancel's backlog).
@@ -90,12 +99,75 @@ class Waits:
         msg_0 = "wait_done"
         raise stall_error(msg_0, closing.nodes, self.blocking)
 
+    def still_running(self) -> str:
+        """What keeps the graph from finishing, node by node, for a timeout's message; lock held.
+
+        Durations come from the callback stamps that ``watchdog_ms`` or ``stats: full`` turn on
+        (no per-packet cost otherwise): without them a running call shows as "in flight".
+        """
+        now_ns = time.perf_counter_ns()
+        parked = self.scheduler.sources.parked
+        timed = self.scheduler.timed
+        parts: list[str] = []
+        for node in self.closing.nodes:
+            if node.closed:
+                continue
+            what: list[str] = []
+            since = node.running_since
+            if since:
+                what.append(f"in {running_what(node)} for {(now_ns - since) / 1e9:.3g} s")
+            elif node.in_flight or (node.close_started and not node.closed):
+                call = "close()" if node.close_started else f"{node.in_flight} process() call(s)"
+                what.append(f"{call} in flight")
+            if node in parked:
+                what.append("paused at the queue bound")
+            elif node.waiting:
+                what.append("paced (rate / source_yield)")
+            if node.blocked:
+                what.append("output blocked by a full consumer")
+            queued = node.queued()
+            if queued:
+                what.append(f"queued {queued}")
+            if what:
+                parts.append(f"'{node.name}' ({', '.join(what)})")
+        if not parts:
+            unclosed = ", ".join(f"'{n.name}'" for n in self.closing.nodes if not n.closed)
+            return f"nothing is running; not closed yet: {unclosed or 'none'}"
+        untimed = not timed and any("in flight" in part for part in parts)
+        hint = " (set watchdog_ms or stats: full to see for how long each call has run)" if untimed else ""
+        return f"still running: {', '.join(parts)}{hint}"
+
+    def _parked_verdict(self) -> None:
+        """Sources wait for the queue bound: release them if the graph halted; raise
+        ``DeadlockError`` when nothing runs and the backlog sits in pollers that no thread has
+        read for ``READER_GRACE_S`` (the host waits in ``wait_done`` instead); lock held."""
+        sources = self.scheduler.sources
+        status = self.status
+        sources.room()  # a halt or an idle graph releases them
+        if not sources.parked or status.busy != len(sources.parked) or self.pump.pending():
+            return
+        now = time.monotonic()
+        if now - sources.parked_since < READER_GRACE_S:
+            return
+        holding = [p for n in self.closing.nodes for e in n.out_edges for p in e.pollers if len(p)]
+        if any(p.readers or now - p.last_read < READER_GRACE_S for p in holding):
+            return
+        names = ", ".join(sorted(n.name for n in sources.parked))
+        held = ", ".join(f"`{p.name}` ({len(p)} packets)" for p in holding)
+        msg = (f"wait_done: source(s) [{names}] paused at the queue bound ({self.budget.fullness()}) and nothing "
+               f"drains the graph: the backlog is held by the poller(s) on output {held}, which no thread has "
+               f"read for {now - sources.parked_since:.1f} s; read them from another thread while waiting, bound "
+               "them (add_poller(port, capacity=N, overflow=...)), or raise max_queued_packets (0 = unlimited)")
+        raise DeadlockError(msg)
+
     def wait_until_idle(self, deadline: float | None) -> None:
         """Block until nothing is running or queued for execution (closes nothing)."""
         status = self.status
         while True:
             self.pump.pump()
             with status.lock:
+                if status.broken:
+                    break
                 if self.pump.idle():
                     if self.blocking.blocked and not status.halted:
                         msg = "wait_until_idle"
@@ -129,8 +201,11 @@ class Waits:
         poller.last_reader = threading.get_ident()
         if poller.blocks:
             self.blocking.poller_popped(poller.edge)
+            if status.waiters:
+                self.scheduler.sources.room()
         elif status.waiters:
-            status.changed.notify_all()  # a send waiting for room may go on
+            status.changed.notify_all()  # a send (or a source: ``Sources.room``) waiting for room may go on
+            self.scheduler.sources.room()
         return p if p._value is None else clone_owned(p)
 
     def try_next(self, poller: Poller) -> Packet | None:

@@ -10,6 +10,7 @@ on one executor.
 
 from __future__ import annotations
 
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterable
@@ -31,6 +32,17 @@ def describe_failure(exc: BaseException, ctx: Context) -> str:
     if not text and ctx._error_text:
         text = ctx._error_text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def is_interrupt(exc: BaseException) -> bool:
+    """Whether a ``BaseException`` from a kernel is the user's Ctrl-C, to let through.
+
+    Only a ``KeyboardInterrupt`` on the main thread is: signals are delivered there, so one on
+    any other thread was raised by code (a kernel), like ``SystemExit`` or a ``BaseException``
+    subclass. Those fail their node as any ``Exception`` does: a kernel must not be able to
+    kill an engine thread and leave its node running (``wait_done`` would never return).
+    """
+    return isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread()
 
 
 def failed_outcome(invocation: Invocation, exc: Exception, num_outputs: int = 0) -> Outcome:
@@ -120,8 +132,9 @@ class KernelHost:
         The invocation is handed over: its input packets become borrowed, and its input slots
         are emptied after the callback (as the engine releases a context's inputs), so that
         ``take_input`` + ``make_mutable`` may write in place when nothing else holds a buffer.
-        An ``Exception`` from the kernel becomes the outcome's ``error`` (its output is then
-        discarded); a ``BaseException`` such as ``KeyboardInterrupt`` propagates.
+        An exception from the kernel becomes the outcome's ``error`` (its output is then
+        discarded), ``SystemExit`` and other ``BaseException``s included; only a Ctrl-C on
+        the main thread (``is_interrupt``) propagates.
 
         Raises:
             UsageError: The invocation does not fit the node (phase, number of input slots).
@@ -152,18 +165,18 @@ class KernelHost:
         ignored = info.ignored_emits
         copies = _thread_cow_counts()[0]
         error = tb = ""
-        failure: Exception | None = None
+        failure: BaseException | None = None
         started = time.perf_counter_ns()
         try:
             fn(ctx)
-        except Exception as exc:
+        except BaseException as exc:
+            if is_interrupt(exc):
+                self._release(slot, inputs)
+                raise
             duration = time.perf_counter_ns() - started
             error = describe_failure(exc, ctx)
             tb = _format_traceback(exc)
             failure = exc
-        except BaseException:
-            self._release(slot, inputs)
-            raise
         else:
             duration = time.perf_counter_ns() - started
         outcome = self._outcome(invocation, slot, failure)
@@ -187,7 +200,7 @@ class KernelHost:
         msg = f"node `{self.recipe.spec.name}`: invocation phase {phase} is none of open (0), process (1), close (2)"
         raise UsageError(msg)
 
-    def _outcome(self, invocation: Invocation, slot: _Slot, failure: Exception | None) -> Outcome:
+    def _outcome(self, invocation: Invocation, slot: _Slot, failure: BaseException | None) -> Outcome:
         """Move what the callback staged out of the context (a failed callback's output is dropped)."""
         ctx = slot.ctx
         staged = ctx._out
