@@ -15,7 +15,10 @@ poller read) then call ``room``, and a graph nothing is parked in pays nothing p
 
 A parked source also runs when nothing else in the graph runs and packets wait in node queues
 (a join waiting for another source's packets): the bound then yields, once per such moment,
-rather than deadlock the graph. A backlog held by pollers waits for the host to read them.
+rather than deadlock the graph. A backlog held by pollers waits for a host that reads them;
+when the host waits in ``wait_done`` instead and no other thread reads them, the sources run
+on unheld (``unheld``), as lm-flow's sources always do, until a poller is read again: the
+lm-flow program that runs a graph to the end and then reads its outputs keeps working.
 """
 
 from __future__ import annotations
@@ -58,6 +61,9 @@ class Sources:
         """``monotonic`` time the first of ``parked`` parked (stall reports)."""
         self.on_failure: FailureHandler = _unreported
         """Set by the engine: where the timer thread reports what its loop caught."""
+        self.unheld = False
+        """The bound does not hold sources: their backlog sits in pollers nobody reads while the
+        host waits for the end (``Waits``); the next poller read sets it back."""
 
     def pace(self, node: Node, ctx: Context) -> None:
         """After a source invocation: wait for ``source_yield`` / ``rate`` / the bound; lock held."""
@@ -69,7 +75,7 @@ class Sources:
         if delay is not None and delay > 0:
             deadline = max(deadline, now + delay)
         budget = self.budget
-        if ((budget.limit_packets and budget.queued >= budget.limit_packets)
+        if not self.unheld and ((budget.limit_packets and budget.queued >= budget.limit_packets)
                 or (budget.limit_bytes and budget.queued_bytes >= budget.limit_bytes)):
             self._park(node, deadline, now)
         elif deadline > now:
@@ -103,6 +109,12 @@ class Sources:
         if not (self.budget.under() or status.halted
                 or (status.busy == len(parked) and any(p.queue for n in self.closing.nodes for p in n.inputs))):
             return
+        self.release()
+
+    def release(self) -> None:
+        """Let every parked source run again (each at its own pacing deadline); lock held."""
+        parked = self.parked
+        status = self.status
         timers = self._timer()
         for node, deadline in parked.items():
             timers.add(deadline, node, node.wake_gen)  # still ``waiting``: ``wake`` claims it

@@ -11,7 +11,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from ..errors import DeadlockError, GraphCancelled, StateError, Timeout
+from ..errors import GraphCancelled, StateError, Timeout
 from ..packets import clone_owned
 from ._admission import READER_GRACE_S
 from ._stalls import stall_error
@@ -138,27 +138,26 @@ class Waits:
         return f"still running: {', '.join(parts)}{hint}"
 
     def _parked_verdict(self) -> None:
-        """Sources wait for the queue bound: release them if the graph halted; raise
-        ``DeadlockError`` when nothing runs and the backlog sits in pollers that no thread has
-        read for ``READER_GRACE_S`` (the host waits in ``wait_done`` instead); lock held."""
+        """Sources wait for the queue bound while the host waits for the end: release them if the
+        graph halted, or, when nothing runs and the backlog sits in pollers that no other thread
+        reads (none ever read, or none for ``READER_GRACE_S``), let the sources run on unheld, as
+        lm-flow's do: the host reads its outputs once the graph is done; lock held."""
         sources = self.scheduler.sources
         status = self.status
         sources.room()  # a halt or an idle graph releases them
         if not sources.parked or status.busy != len(sources.parked) or self.pump.pending():
             return
-        now = time.monotonic()
-        if now - sources.parked_since < READER_GRACE_S:
-            return
         holding = [p for n in self.closing.nodes for e in n.out_edges for p in e.pollers if len(p)]
-        if any(p.readers or now - p.last_read < READER_GRACE_S for p in holding):
+        if not holding:
             return
-        names = ", ".join(sorted(n.name for n in sources.parked))
-        held = ", ".join(f"`{p.name}` ({len(p)} packets)" for p in holding)
-        msg = (f"wait_done: source(s) [{names}] paused at the queue bound ({self.budget.fullness()}) and nothing "
-               f"drains the graph: the backlog is held by the poller(s) on output {held}, which no thread has "
-               f"read for {now - sources.parked_since:.1f} s; read them from another thread while waiting, bound "
-               "them (add_poller(port, capacity=N, overflow=...)), or raise max_queued_packets (0 = unlimited)")
-        raise DeadlockError(msg)
+        now = time.monotonic()
+        me = threading.get_ident()
+        if any(p.readers or (p.last_reader != me and now - p.last_read < READER_GRACE_S) for p in holding):
+            return  # another thread drains them: the bound holds
+        if any(p.last_read for p in holding) and now - sources.parked_since < READER_GRACE_S:
+            return  # read before: give a reader that pauses a moment the benefit of the doubt
+        sources.unheld = True
+        sources.release()
 
     def wait_until_idle(self, deadline: float | None) -> None:
         """Block until nothing is running or queued for execution (closes nothing)."""
@@ -199,6 +198,7 @@ class Waits:
         self.budget.take_one(p)
         poller.last_read = time.monotonic()
         poller.last_reader = threading.get_ident()
+        self.scheduler.sources.unheld = False  # a reader is back: the bound holds sources again
         if poller.blocks:
             self.blocking.poller_popped(poller.edge)
             if status.waiters:
