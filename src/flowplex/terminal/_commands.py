@@ -46,7 +46,7 @@ _FILE_FPS: Final = 240.0
 waits for room waits for the next write."""
 _SINK_QUEUE_PACKETS: Final = 16
 """The sink's input-queue bound per command: back-pressure instead of an unbounded backlog.
-At least one source invocation's batch (CommandSource emits up to 8 reads, a tail and an end)."""
+At least one source invocation's batch (CommandSource emits one chunk of at most 64 KiB, and an end)."""
 
 
 def demo(duration: float, mode: str) -> int:
@@ -154,8 +154,17 @@ def agents(
     except FlowplexError as exc:
         _say(f"flowplex agents: {exc}")
         return 2
+    from ..agents._lifetime import become_subreaper, sweep_orphans
+
+    # Orphans of the commands (double forks, setsid daemons) come to us instead of init, and
+    # are killed and reaped once the graph stopped: no agent outlives `flowplex agents`.
+    reaper = become_subreaper()
     started = time.monotonic()
-    code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
+    try:
+        code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
+    finally:
+        if reaper:
+            sweep_orphans()
     if error:
         _say(f"flowplex agents: error: {error}")
     now = time.monotonic()
