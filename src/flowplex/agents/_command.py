@@ -40,6 +40,9 @@ ahead: while the engine holds the source back (its consumer's queue is full), th
 fills and the command's writes block, as a pipe would block them, so no memory grows here."""
 _READS_PER_CALL: Final = 32
 """A PTY read returns about 4 KiB; this many fill the byte budget without spinning."""
+_HELD_PTY_GRACE_S: Final = 0.1
+"""How long an exited command's PTY, held open by what it left running, must stay quiet before
+the command counts as finished."""
 _KEEP_POLL_S: Final = 0.05
 """How often an exited command's source looks for a restart request (interactive display)."""
 
@@ -62,7 +65,8 @@ class CommandSource(Kernel):
     ``columns x rows`` cells; with ``display`` set, the PTY follows the size of the agent's
     pane. Output is emitted as text chunks (UTF-8, escape sequences included) of the
     agent-stream convention (:mod:`flowplex.agents`); when the command exits, an ``end`` packet
-    carries its exit status. When the graph stops first, the command's whole process group is
+    carries its exit status (even when children it left behind still hold its PTY: they are
+    killed then). When the graph stops first, the command's whole process group is
     sent SIGTERM, then SIGKILL after ``kill_timeout_s``, and reaped; its descendants that left
     the group (``setsid``) are killed too. The command is started with ``PR_SET_PDEATHSIG`` (on
     Linux), so it dies even when flowplex is killed by SIGKILL (see
@@ -126,6 +130,8 @@ class CommandSource(Kernel):
         self._who = Identity("", None, AgentType.INFO)
         self._stamp = Stamper()
         self._eof = False
+        self._quiet_since: float | None = None
+        """When an exited command's PTY, still held open, was first seen quiet."""
         self._done = False
         self._poll_s = 0.02
         self._kill_timeout_s = 1.0
@@ -226,6 +232,7 @@ class CommandSource(Kernel):
 
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._eof = False
+        self._quiet_since = None
         self._start_error = ""
         self._user_stopped = False
         self._started_at = time.monotonic()
@@ -284,6 +291,17 @@ class CommandSource(Kernel):
             control.flush_input()
         self._follow_display_size()
         got = self._pump(cc) if not self._eof else False
+        if got:
+            self._quiet_since = None
+        elif not self._eof and self._exit_status() is not None:
+            # The command exited and its output is read, but its PTY is still open: children
+            # it left running hold it (`sh -c 'daemon &'`). The agent is the command: it ended
+            # (after a short grace, for its last bytes still on their way through the PTY).
+            now = time.monotonic()
+            if self._quiet_since is None:
+                self._quiet_since = now
+            elif now - self._quiet_since >= _HELD_PTY_GRACE_S:
+                self._eof = True
         if self._eof:
             status = self._exit_status()
             if status is None:
