@@ -323,7 +323,7 @@ class OpenAIStreamSource(Kernel):
                        + (f" to {where[:200]!r}" if where else "") + "; set base_url to the endpoint itself")
                 raise StreamFailure(msg, retry=False)
             if status >= 400:
-                raw = _Body(resp, _MAX_ERROR_BODY).head(_MAX_ERROR_BODY)
+                raw = _Body(resp, req.max_response_bytes).head(_MAX_ERROR_BODY)
                 msg = f"HTTP {status} {resp.reason_phrase}: {_error_message(raw)}"
                 raise StreamFailure(msg, retry=status in RETRY_STATUS,
                                     retry_after_s=_retry_after(resp.headers.get("retry-after")))
