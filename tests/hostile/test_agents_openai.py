@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import itertools
 import json
 import os
 import resource
@@ -18,6 +19,8 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import flowplex
 
@@ -129,14 +132,20 @@ def test_a_gzip_bomb_stops_at_max_response_bytes(server: Server) -> None:
     assert result["maxrss_mb"] < 150  # type: ignore[operator]
 
 
-def test_a_compressed_answer_is_decoded(server: Server) -> None:
+@pytest.mark.parametrize("coding", ["gzip", "deflate", "raw-deflate"])
+def test_a_compressed_answer_is_decoded(server: Server, coding: str) -> None:
     chunk = {"choices": [{"delta": {"content": "zipped"}}]}
-    body = gzip.compress(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+    plain = f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode()
+    if coding == "gzip":
+        body = gzip.compress(plain)
+    else:
+        z = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS if coding == "deflate" else -zlib.MAX_WBITS)
+        body = z.compress(plain) + z.flush()
 
     def respond(h: BaseHTTPRequestHandler, attempt: int) -> None:
         h.send_response(200)
         h.send_header("Content-Type", "text/event-stream")
-        h.send_header("Content-Encoding", "gzip")
+        h.send_header("Content-Encoding", coding.removeprefix("raw-"))
         h.end_headers()
         h.wfile.write(body)
 
@@ -255,3 +264,29 @@ def test_a_finish_reason_without_done_is_a_complete_answer(server: Server) -> No
     assert text_of(chunks) == "all"
     end = chunks[-1][1]
     assert end.ok and end.text == "done (length)"
+
+
+class _Pieces:
+    """A body already decoded, in the pieces a network might cut it into."""
+
+    def __init__(self, pieces: list[bytes]) -> None:
+        self._pieces = pieces
+
+    def pieces(self) -> Iterator[bytes]:
+        yield from self._pieces
+
+
+_FIELD = st.text(st.characters(blacklist_characters="\r\n", blacklist_categories=("Cs",)), max_size=12)
+
+
+@given(events=st.lists(st.lists(_FIELD, min_size=1, max_size=3), max_size=5),
+       ends=st.sampled_from([b"\n", b"\r\n", b"\r"]), cuts=st.lists(st.integers(0, 400), max_size=8))
+def test_events_parse_the_same_however_the_body_is_cut(events: list[list[str]], ends: bytes, cuts: list[int]) -> None:
+    from flowplex.agents._openai import _events
+
+    body = b"".join(b"".join(b"data: " + line.encode() + ends for line in lines) + b": ping" + ends + ends
+                    for lines in events)
+    bounds = sorted({0, len(body), *(c for c in cuts if c < len(body))})
+    pieces = [body[a:b] for a, b in itertools.pairwise(bounds)]
+    got = list(_events(_Pieces(pieces)))  # type: ignore[arg-type]
+    assert got == [("message", "\n".join(lines)) for lines in events]

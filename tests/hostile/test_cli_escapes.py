@@ -14,6 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from flowplex.terminal._sanitize import visible_controls
 
 from ..agents.test_openai import Server, error
 from .conftest import CLI
@@ -137,3 +141,11 @@ def test_on_a_terminal_the_title_and_screen_stay_ours(tmp_path: Path) -> None:
     assert_clean(raw.replace(b"\r\n", b"\n"), "the terminal's bytes")
     text = "\n".join(screen.display)
     assert "a\\x1b]52;c;cHduZWQ=\\x07b\\x1b]0;PWNED" in text
+
+
+@given(st.text())
+def test_visible_controls_leaves_nothing_raw_and_keeps_plain_text(text: str) -> None:
+    shown = visible_controls(text)
+    assert_clean(shown.encode("utf-8"), "visible_controls")  # encodable too: no lone surrogate left
+    if _RAW.search(text.encode("utf-8", "surrogatepass")) is None and not any("\ud800" <= c <= "\udfff" for c in text):
+        assert shown == text

@@ -375,6 +375,7 @@ class _Body:
             StreamFailure: It does not decode, or it is larger than the limit.
         """
         z = None
+        raw_deflate = False
         if self._coding:
             z = zlib.decompressobj(zlib.MAX_WBITS | 16 if self._coding != "deflate" else zlib.MAX_WBITS)
         for raw in self._resp.iter_raw():
@@ -386,6 +387,10 @@ class _Body:
                 try:
                     out = z.decompress(data, _PIECE)
                 except zlib.error as exc:
+                    if self._coding == "deflate" and self.size == 0 and not raw_deflate:
+                        # Some servers send raw deflate, without the zlib header HTTP asks for.
+                        z, raw_deflate, data = zlib.decompressobj(-zlib.MAX_WBITS), True, raw
+                        continue
                     msg = f"the server's {self._coding} body does not decode: {exc}"
                     raise StreamFailure(msg, retry=False) from None
                 data = z.unconsumed_tail
