@@ -15,6 +15,7 @@ import typer
 
 from flowplex.errors import UsageError
 from flowplex.packets._values import packet_value as packet_value  # moved; kept importable from here
+from flowplex.terminal._sanitize import visible_controls as _shown
 
 app = typer.Typer(
     name="flowplex",
@@ -39,7 +40,7 @@ def _fail(exc: BaseException, code: int) -> typer.Exit:
     if _state["debug"]:
         traceback.print_exception(exc)
     else:
-        typer.echo(f"flowplex: error: {exc}", err=True)
+        typer.echo(_shown(f"flowplex: error: {exc}"), err=True)
     return typer.Exit(code)
 
 
@@ -57,7 +58,8 @@ class _StderrLog(logging.Handler):
 
     ``sys.stderr`` is looked up per record so lines go above the live display while it runs.
     The engine's ``kernel failed: ...`` ERROR record is dropped: the command reports that error
-    itself, as its one line.
+    itself, as its one line. Messages carry foreign text (a server's error, a node name), so
+    their control characters are shown, never sent to the terminal.
     """
 
     def emit(self, record: logging.LogRecord) -> None:
@@ -65,7 +67,7 @@ class _StderrLog(logging.Handler):
         if record.levelno >= logging.ERROR and message.startswith("kernel failed: "):
             return
         try:
-            sys.stderr.write(f"flowplex: {record.levelname.lower()}: {message}\n")
+            sys.stderr.write(_shown(f"flowplex: {record.levelname.lower()}: {message}") + "\n")
         except Exception:  # logging must never break the run
             self.handleError(record)
 
@@ -88,12 +90,12 @@ def _fail_at(graph: Path, exc: BaseException, code: int) -> typer.Exit:
     if _state["debug"]:
         traceback.print_exception(exc)
         return typer.Exit(code)
-    typer.echo(f"flowplex: error: {_where(graph, exc)}", err=True)
+    typer.echo(_shown(f"flowplex: error: {_where(graph, exc)}"), err=True)
     return typer.Exit(code)
 
 
 def _usage(message: str) -> typer.Exit:
-    typer.echo(f"flowplex: error: {message}", err=True)
+    typer.echo(_shown(f"flowplex: error: {message}"), err=True)
     return typer.Exit(2)
 
 
@@ -250,7 +252,7 @@ def _write_artifacts(g: Any, graph: Path, dot: Path | None, dot_view: str, trace
 
     code = 0
     if show_stats:
-        typer.echo(g.dump(), err=True, nl=False)
+        typer.echo(_shown(g.dump()), err=True, nl=False)
     try:
         if dot is not None:
             text = g.to_dot(dot_view)
@@ -339,7 +341,8 @@ def run(
                 if sink is not None:
                     sink.write(json.dumps(record) + "\n")
                 else:
-                    sys.stdout.write(f"{port}\tts={ts_name(packet.timestamp)}\t{record['value']}\n")
+                    # The value is the graph's data, not ours: its escapes are shown, not obeyed.
+                    sys.stdout.write(_shown(f"{port}\tts={ts_name(packet.timestamp)}\t{record['value']}") + "\n")
 
         return on_packet
 
@@ -381,8 +384,8 @@ def run(
             g.cancel()
             with contextlib.suppress(FlowplexError, KeyboardInterrupt):
                 g.wait_done(timeout=5.0)
-            typer.echo(f"flowplex: cancelled (Ctrl-C); in flight: {_in_flight(snapshot)}; "
-                       f"{count} packet(s) so far", err=True)
+            typer.echo(_shown(f"flowplex: cancelled (Ctrl-C); in flight: {_in_flight(snapshot)}; "
+                              f"{count} packet(s) so far"), err=True)
             code = 130
         except GraphCancelled as exc:
             code = 130
@@ -429,7 +432,7 @@ def dot_command(
     with g:
         text = g.to_dot(view)
     if svg is None:
-        sys.stdout.write(text)
+        sys.stdout.write(_shown(text))
         return
     try:
         svg.write_bytes(render_svg(text))
@@ -441,16 +444,16 @@ def _check(graph: Path, as_json: bool, imports: list[str]) -> None:
     from flowplex.diagnostics import check_config
 
     if not graph.is_file():
-        typer.echo(f"flowplex: error: no such graph file: {graph}", err=True)
+        typer.echo(_shown(f"flowplex: error: no such graph file: {graph}"), err=True)
         raise typer.Exit(2)
     import_kernels(imports)
     report = check_config(graph)
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif report.ok:
-        typer.echo(report.to_text())
+        typer.echo(_shown(report.to_text()))
     else:
-        typer.echo(report.to_text(), err=True)
+        typer.echo(_shown(report.to_text()), err=True)
     raise typer.Exit(report.exit_code)
 
 

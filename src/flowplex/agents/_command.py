@@ -20,6 +20,7 @@ from ..kernels import Context, Contract, Kernel, kernel
 from ..terminal._control import ACTIONS, signal_name
 from ..transport import AgentType
 from ._common import Identity, Stamper, draining, option_error, read_identity
+from ._lifetime import death_signal_hook, descendants, end_processes, session_orphans, spawn
 from ._packets import chunk_packet, end_packet, start_packet
 from ._restart import DEFAULT_RESTART_DELAY_S, DEFAULT_RESTART_LIMIT, MIN_RESTART_DELAY_S, RESTART_MODES, RestartPolicy
 from ._waiting import foreground_waiting
@@ -33,7 +34,15 @@ __all__ = ["CommandSource", "describe_exit"]
 
 PYTHON_PLACEHOLDER: Final = "{python}"
 """``argv[0]`` placeholder for the Python interpreter running flowplex (``sys.executable``)."""
-_READS_PER_CALL: Final = 8
+_READ_BYTES_PER_CALL: Final = 64 * 1024
+"""The most a ``process`` call takes from the PTY, emitted as one chunk. Nothing else is read
+ahead: while the engine holds the source back (its consumer's queue is full), the PTY's buffer
+fills and the command's writes block, as a pipe would block them, so no memory grows here."""
+_READS_PER_CALL: Final = 32
+"""A PTY read returns about 4 KiB; this many fill the byte budget without spinning."""
+_HELD_PTY_GRACE_S: Final = 0.1
+"""How long an exited command's PTY, held open by what it left running, must stay quiet before
+the command counts as finished."""
 _KEEP_POLL_S: Final = 0.05
 """How often an exited command's source looks for a restart request (interactive display)."""
 
@@ -56,8 +65,17 @@ class CommandSource(Kernel):
     ``columns x rows`` cells; with ``display`` set, the PTY follows the size of the agent's
     pane. Output is emitted as text chunks (UTF-8, escape sequences included) of the
     agent-stream convention (:mod:`flowplex.agents`); when the command exits, an ``end`` packet
-    carries its exit status. When the graph stops first, the command's whole process group is
-    sent SIGTERM, then SIGKILL after ``kill_timeout_s``, and reaped.
+    carries its exit status (even when children it left behind still hold its PTY: they are
+    killed then). When the graph stops first, the command's whole process group is
+    sent SIGTERM, then SIGKILL after ``kill_timeout_s``, and reaped; its descendants that left
+    the group (``setsid``) are killed too. The command is started with ``PR_SET_PDEATHSIG`` (on
+    Linux), so it dies even when flowplex is killed by SIGKILL (see
+    :mod:`flowplex.agents._lifetime`). When it exits by itself, what it left running in its
+    process group is killed then.
+
+    Back-pressure: each ``process`` call reads at most 64 KiB from the PTY and emits it as one
+    chunk; a source held back by the engine reads nothing, so a command that writes faster than
+    the terminal shows blocks on its own writes instead of filling memory.
 
     Ports: no inputs → output 0 (Str chunks).
 
@@ -112,6 +130,8 @@ class CommandSource(Kernel):
         self._who = Identity("", None, AgentType.INFO)
         self._stamp = Stamper()
         self._eof = False
+        self._quiet_since: float | None = None
+        """When an exited command's PTY, still held open, was first seen quiet."""
         self._done = False
         self._poll_s = 0.02
         self._kill_timeout_s = 1.0
@@ -212,12 +232,16 @@ class CommandSource(Kernel):
 
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
         self._eof = False
+        self._quiet_since = None
         self._start_error = ""
         self._user_stopped = False
         self._started_at = time.monotonic()
+        argv, cwd, env, dims = self._argv, self._cwd, self._env, (self._size[1], self._size[0])
+        hook = death_signal_hook()
         try:
-            proc = PtyProcess.spawn(self._argv, cwd=self._cwd, env=self._env,
-                                    dimensions=(self._size[1], self._size[0]))
+            # Forked by the spawner thread, which lives as long as the process: the death signal
+            # fires when the forking thread ends, and a graph worker may end before the command.
+            proc = spawn(lambda: PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=dims, preexec_fn=hook))
         except OSError as exc:
             reason = f"cannot start {shlex.join(self._argv)}: {exc.strerror or exc}"
             if self._fail:
@@ -267,6 +291,17 @@ class CommandSource(Kernel):
             control.flush_input()
         self._follow_display_size()
         got = self._pump(cc) if not self._eof else False
+        if got:
+            self._quiet_since = None
+        elif not self._eof and self._exit_status() is not None:
+            # The command exited and its output is read, but its PTY is still open: children
+            # it left running hold it (`sh -c 'daemon &'`). The agent is the command: it ended
+            # (after a short grace, for its last bytes still on their way through the PTY).
+            now = time.monotonic()
+            if self._quiet_since is None:
+                self._quiet_since = now
+            elif now - self._quiet_since >= _HELD_PTY_GRACE_S:
+                self._eof = True
         if self._eof:
             status = self._exit_status()
             if status is None:
@@ -345,10 +380,14 @@ class CommandSource(Kernel):
         self._spawn(cc.node_name)
 
     def _pump(self, cc: Context) -> bool:
-        """Emit what the PTY has, without blocking; True when something was read."""
+        """Emit what the PTY has (at most ``_READ_BYTES_PER_CALL``, as one chunk), without
+        blocking; True when something was read."""
         assert self._decoder is not None
-        got = False
+        data = bytearray()
         for _ in range(_READS_PER_CALL):
+            want = _READ_BYTES_PER_CALL - len(data)
+            if want <= 0:
+                break
             try:
                 ready, _, _ = select.select([self._fd], [], [], 0)
             except (OSError, ValueError):
@@ -357,7 +396,7 @@ class CommandSource(Kernel):
             if not ready:
                 break
             try:
-                data = os.read(self._fd, 65536)
+                got = os.read(self._fd, want)
             except BlockingIOError:
                 break
             except OSError as exc:
@@ -365,20 +404,15 @@ class CommandSource(Kernel):
                     self._eof = True
                     break
                 raise
-            if not data:
+            if not got:
                 self._eof = True
                 break
-            text = self._decoder.decode(data)
-            if text:
-                cc.emit(0, chunk_packet(text, ts=self._stamp.next(), stream_id=self._who.stream_id,
-                                        agent_type=self._who.agent_type, name=self._who.name, pty=True))
-                got = True
-        if self._eof:
-            tail = self._decoder.decode(b"", final=True)
-            if tail:
-                cc.emit(0, chunk_packet(tail, ts=self._stamp.next(), stream_id=self._who.stream_id,
-                                        agent_type=self._who.agent_type, name=self._who.name, pty=True))
-        return got
+            data += got
+        text = self._decoder.decode(bytes(data), final=self._eof)
+        if text:
+            cc.emit(0, chunk_packet(text, ts=self._stamp.next(), stream_id=self._who.stream_id,
+                                    agent_type=self._who.agent_type, name=self._who.name, pty=True))
+        return bool(data)
 
     def _exit_status(self) -> int | None:
         proc = self._proc
@@ -393,6 +427,7 @@ class CommandSource(Kernel):
 
     def _finish(self, cc: Context, exit_code: int) -> None:
         self._close_fd()
+        self._end_leftovers()
         if draining(self._display):
             cc.emit(0, self._end(f"stopped ({describe_exit(exit_code)})", ok=True, exit_code=exit_code))
             return
@@ -447,6 +482,8 @@ class CommandSource(Kernel):
             alive = proc.isalive()
         except Exception:
             alive = False
+        # Taken before the kill: once their parent is dead, orphans are no longer in its tree.
+        tree = descendants(proc.pid) if alive else []
         if alive:
             self._signal_group(signal.SIGTERM)
             deadline = time.monotonic() + self._kill_timeout_s
@@ -462,6 +499,16 @@ class CommandSource(Kernel):
             log.debug("command.kill.done pid=%d", proc.pid)
         # The session's other members (children the command left behind) go too.
         self._signal_group(signal.SIGKILL)
+        end_processes(tree)  # and those that left the group (setsid) but were in the tree
+        self._end_leftovers()
+
+    def _end_leftovers(self) -> None:
+        """The command ended: kill what it left running in its group, and its orphans that were
+        re-parented to us (``flowplex agents`` is a subreaper) without leaving its session."""
+        if self._proc is None:
+            return
+        self._signal_group(signal.SIGKILL)
+        end_processes(session_orphans(int(self._proc.pid)))
 
     def _signal_group(self, sig: signal.Signals) -> None:
         pid = self._proc.pid

@@ -3,8 +3,13 @@
 OpenAI, vLLM, Ollama and llama.cpp's server all speak the same protocol: ``POST
 {base_url}/chat/completions`` with ``"stream": true`` answers with server-sent events whose
 ``data:`` lines hold JSON chunks (``choices[0].delta.content``) and end with ``data: [DONE]``.
-The HTTP exchange runs on a worker thread (httpx, with httpx-sse parsing the events), so the
-source never blocks the graph.
+The HTTP exchange runs on a worker thread (httpx), so the source never blocks the graph.
+
+Nothing the server sends is trusted: the body is read in pieces and decoded here (identity,
+gzip or deflate, with a bound on the decoded size, so a 4 MB gzip bomb cannot become 4 GB), an
+error body is read only as far as it is shown, the events are parsed here with the same bound
+(a line without end cannot grow for ever), every event must have the shape of a chat chunk, and
+an answer counts as complete only when ``[DONE]`` (or a ``finish_reason``) says so.
 """
 
 from __future__ import annotations
@@ -14,6 +19,8 @@ import logging
 import os
 import queue
 import threading
+import time
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
@@ -36,6 +43,14 @@ RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """HTTP statuses worth another attempt (rate limits, overload, gateway trouble)."""
 _MAX_RETRY_AFTER_S: Final = 30.0
 _MAX_ERROR_BODY: Final = 2000
+"""Bytes of an error body read (and shown, cut to 300 characters): the rest is never read."""
+DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
+DEFAULT_MAX_DURATION_S: Final = 600.0
+_PIECE: Final = 64 * 1024
+"""The most one step of decompression produces: a bomb is stopped at the bound, not after."""
+_MAX_PACKETS_PER_CALL: Final = 64
+_ACCEPT_ENCODING: Final = "gzip, deflate"
+"""Only what :class:`_Body` decodes with a bound (httpx would also offer br/zstd when installed)."""
 
 
 class StreamFailure(Exception):
@@ -56,6 +71,7 @@ class _Request:
     connect_timeout_s: float
     retries: int
     backoff_s: float
+    max_response_bytes: int
 
 
 @final
@@ -66,7 +82,10 @@ class OpenAIStreamSource(Kernel):
     Each content delta becomes a text chunk as it arrives; the end of the answer (or the
     failure) becomes an ``end`` packet. Connection errors, timeouts and HTTP 408/429/5xx are
     retried (``retries`` times, exponential backoff, ``Retry-After`` honoured up to 30 s) as long
-    as no text has been streamed yet; other HTTP errors end the stream at once. Failures are
+    as no text has been streamed yet; other HTTP errors end the stream at once. A redirect, a
+    body that is not an event stream, an event that is not a chat chunk, a body that does not
+    decode, and a stream that ends without ``[DONE]`` (the answer is truncated) are errors too:
+    the stream always ends, and it ends ``ok`` only with a complete answer. Failures are
     reported in the stream (ERROR, with the server's message) and logged; with
     ``fail_on_error`` they fail the graph instead.
 
@@ -82,6 +101,12 @@ class OpenAIStreamSource(Kernel):
             when it is unset no ``Authorization`` header is sent (local servers need none).
         max_tokens, temperature: Passed on when set.
         timeout_s: Longest wait for any read, i.e. between two chunks (default 60).
+        max_duration_s: Longest the whole answer may take, retries included (default 600):
+            keep-alive pings or a server that sends a byte a second defeat ``timeout_s``; this
+            does not. At the deadline the stream ends with an error at once.
+        max_response_bytes: Most bytes of one response, after decompression (default 16 MiB,
+            ample for any chat answer): a larger (or endless) body ends the stream with an
+            error instead of filling memory.
         connect_timeout_s: Longest wait to connect (default 10).
         retries: Further attempts after a retryable failure (default 2).
         retry_backoff_s: First backoff; doubles per attempt (default 0.5).
@@ -107,6 +132,9 @@ class OpenAIStreamSource(Kernel):
         self._stamp = Stamper()
         self._fail = False
         self._display = ""
+        self._deadline = float("inf")
+        self._max_duration_s = DEFAULT_MAX_DURATION_S
+        self._url = ""
         self.attempts = 0
         """HTTP attempts made (tests read it)."""
 
@@ -120,6 +148,12 @@ class OpenAIStreamSource(Kernel):
         base = cc.option_str("base_url", DEFAULT_BASE_URL).rstrip("/")
         if not base.startswith(("http://", "https://")):
             raise option_error(cc, "base_url", f"expected an http:// or https:// URL, got {base!r}")
+        import httpx
+
+        try:
+            httpx.URL(f"{base}/chat/completions")
+        except (httpx.InvalidURL, ValueError) as exc:
+            raise option_error(cc, "base_url", f"{base!r} is not a valid URL: {exc}") from None
         messages: list[dict[str, str]] = []
         system = cc.option_str("system", "")
         if system:
@@ -130,7 +164,7 @@ class OpenAIStreamSource(Kernel):
             body["max_tokens"] = cc.option_int("max_tokens", 0)
         if cc.has_option("temperature"):
             body["temperature"] = cc.option_float("temperature", 1.0)
-        headers = {"Accept": "text/event-stream"}
+        headers = {"Accept": "text/event-stream", "Accept-Encoding": _ACCEPT_ENCODING}
         key_env = cc.option_str("api_key_env", "OPENAI_API_KEY")
         key = os.environ.get(key_env, "") if key_env else ""
         if key:
@@ -142,10 +176,20 @@ class OpenAIStreamSource(Kernel):
             raise option_error(cc, "timeout_s", "timeouts must be positive seconds")
         if retries < 0:
             raise option_error(cc, "retries", f"must be >= 0, got {retries}")
+        max_duration_s = cc.option_float("max_duration_s", DEFAULT_MAX_DURATION_S)
+        if not max_duration_s > 0:
+            raise option_error(cc, "max_duration_s", f"must be positive seconds, got {max_duration_s}")
+        max_bytes = cc.option_int("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)
+        if max_bytes < 1024:
+            raise option_error(cc, "max_response_bytes", f"must be at least 1024, got {max_bytes}")
         request = _Request(
             url=f"{base}/chat/completions", headers=headers, body=body, timeout_s=timeout_s,
             connect_timeout_s=connect_s, retries=retries, backoff_s=max(0.0, cc.option_float("retry_backoff_s", 0.5)),
+            max_response_bytes=max_bytes,
         )
+        self._url = request.url
+        self._max_duration_s = max_duration_s
+        self._deadline = time.monotonic() + max_duration_s
         self._who = read_identity(cc, cc.node_name, AgentType.ASSISTANT)
         self._fail = cc.option_bool("fail_on_error", False)
         self._display = cc.option_str("display", "")
@@ -161,33 +205,50 @@ class OpenAIStreamSource(Kernel):
     def process(self, cc: Context) -> None:
         if draining(self._display):
             self._stop.set()
-            cc.emit(0, end_packet("stopped", ts=self._stamp.next(), stream_id=self._who.stream_id,
-                                  agent_type=self._who.agent_type, name=self._who.name, ok=True))
-            cc.source_done()
+            self._end(cc, "stopped", ok=True)
             return
-        while True:
+        for _ in range(_MAX_PACKETS_PER_CALL):
             try:
                 kind, text, ok = self._queue.get_nowait()
             except queue.Empty:
-                cc.source_yield(0.02)
-                return
+                break
             if kind == "text":
                 cc.emit(0, chunk_packet(text, ts=self._stamp.next(), stream_id=self._who.stream_id,
                                         agent_type=self._who.agent_type, name=self._who.name))
                 continue
-            if not ok:
-                cc.log(LogLevel.WARN, text)
-                if self._fail:
-                    raise RuntimeError(text)
-            cc.emit(0, end_packet(text, ts=self._stamp.next(), stream_id=self._who.stream_id,
-                                  agent_type=self._who.agent_type, name=self._who.name, ok=ok))
-            cc.source_done()
+            self._end(cc, text, ok=ok)
             return
+        else:
+            cc.source_yield(0.0)  # more is queued: the next turn takes it
+            return
+        # The graph's side of the deadline: a worker stuck in a read does not hold the stream.
+        if time.monotonic() >= self._deadline:
+            self._stop.set()
+            self._end(cc, f"POST {self._url}: no complete answer within max_duration_s={self._max_duration_s:g} s",
+                      ok=False)
+            return
+        thread = self._thread
+        if thread is not None and not thread.is_alive() and self._queue.empty():
+            self._end(cc, f"POST {self._url}: the request ended without a result (a flowplex bug; please report it)",
+                      ok=False)
+            return
+        cc.source_yield(0.02)
+
+    def _end(self, cc: Context, text: str, *, ok: bool) -> None:
+        """The end packet (after logging a failure, or raising it with ``fail_on_error``)."""
+        if not ok:
+            cc.log(LogLevel.WARN, text)
+            if self._fail:
+                raise RuntimeError(text)
+        cc.emit(0, end_packet(text, ts=self._stamp.next(), stream_id=self._who.stream_id,
+                              agent_type=self._who.agent_type, name=self._who.name, ok=ok))
+        self._thread = None
+        cc.source_done()
 
     def close(self, cc: Context) -> None:
         self._stop.set()
         thread, self._thread = self._thread, None
-        if thread is not None:
+        if thread is not None and thread.is_alive():
             # A worker blocked in a read notices the stop within one read timeout; the graph does
             # not wait for that (the thread is a daemon and only ever talks to this kernel's queue).
             thread.join(timeout=0.2)
@@ -195,6 +256,15 @@ class OpenAIStreamSource(Kernel):
     # -- the worker thread ----------------------------------------------------------------------
 
     def _work(self, req: _Request) -> None:
+        """The worker thread: whatever happens in it, exactly one end goes into the queue."""
+        try:
+            self._attempts(req)
+        except Exception as exc:  # MemoryError, a bug, anything: the stream must still end
+            log.warning("openai.worker.failed url=%s", req.url, exc_info=True)
+            what = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
+            self._queue.put(("end", f"POST {req.url}: {what}", False))
+
+    def _attempts(self, req: _Request) -> None:
         import httpx
 
         streamed = False
@@ -206,21 +276,29 @@ class OpenAIStreamSource(Kernel):
             self.attempts = attempt
             try:
                 with httpx.Client(timeout=httpx.Timeout(req.timeout_s, connect=req.connect_timeout_s)) as client:
-                    for text in self._stream(client, req):
+                    note = "done"
+                    for kind, text in self._stream(client, req):
+                        if kind == "finish":
+                            note = text
+                            continue
                         streamed = True
                         self._queue.put(("text", text, True))
                         if self._stop.is_set():
                             return
-                self._queue.put(("end", "done", True))
+                self._queue.put(("end", note, True))
                 return
             except StreamFailure as exc:
                 last = exc
             except httpx.TimeoutException as exc:
                 last = StreamFailure(f"{_what_timed_out(exc, req)} ({type(exc).__name__})", retry=True)
+            except httpx.DecodingError as exc:
+                last = StreamFailure(f"the response does not decode: {exc or type(exc).__name__}", retry=False)
             except httpx.TransportError as exc:
                 if self._stop.is_set():
                     return
                 last = StreamFailure(f"connection failed: {exc or type(exc).__name__}", retry=True)
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                last = StreamFailure(f"{type(exc).__name__}: {exc}", retry=False)
             if streamed or not last.retry or attempt > req.retries:
                 break
             delay = req.backoff_s * 2 ** (attempt - 1)
@@ -234,60 +312,190 @@ class OpenAIStreamSource(Kernel):
         where = "after streaming began" if streamed else f"after {tries}"
         self._queue.put(("end", f"POST {req.url}: {last} ({where})", False))
 
-    def _stream(self, client: httpx.Client, req: _Request) -> Iterator[str]:
+    def _stream(self, client: httpx.Client, req: _Request) -> Iterator[tuple[str, str]]:
+        """``("text", delta)`` for each piece of the answer, then ``("finish", note)`` once the
+        answer is complete; a :class:`StreamFailure` for anything else."""
         with client.stream("POST", req.url, json=req.body, headers=req.headers) as resp:
-            if resp.status_code >= 400:
-                raw = resp.read()[:_MAX_ERROR_BODY]
-                msg = f"HTTP {resp.status_code} {resp.reason_phrase}: {_error_message(raw)}"
-                raise StreamFailure(
-                    msg,
-                    retry=resp.status_code in RETRY_STATUS,
-                    retry_after_s=_retry_after(resp.headers.get("retry-after")),
-                )
-            for event, data in _events(resp):
+            status = resp.status_code
+            if 300 <= status < 400:
+                where = resp.headers.get("location", "")
+                msg = (f"HTTP {status} {resp.reason_phrase}: the server redirects"
+                       + (f" to {where[:200]!r}" if where else "") + "; set base_url to the endpoint itself")
+                raise StreamFailure(msg, retry=False)
+            if status >= 400:
+                raw = _Body(resp, req.max_response_bytes).head(_MAX_ERROR_BODY)
+                msg = f"HTTP {status} {resp.reason_phrase}: {_error_message(raw)}"
+                raise StreamFailure(msg, retry=status in RETRY_STATUS,
+                                    retry_after_s=_retry_after(resp.headers.get("retry-after")))
+            body = _Body(resp, req.max_response_bytes)
+            kind = resp.headers.get("content-type", "")
+            if "text/event-stream" not in kind.partition(";")[0].lower():
+                start = " ".join(body.head(400).decode("utf-8", "replace").split())[:120]
+                msg = (f"the server did not answer with an event stream ({kind or 'no content type'}): "
+                       f"{start or '(empty body)'}; is base_url an OpenAI-compatible /v1 endpoint?")
+                raise StreamFailure(msg, retry=False)
+            finish = ""
+            for event, data in _events(body):
                 if self._stop.is_set():
                     return
                 if data.strip() == "[DONE]":
+                    yield "finish", _finish_note(finish)
                     return
-                try:
-                    chunk = json.loads(data)
-                except json.JSONDecodeError:
-                    msg = f"the server sent a malformed event ({data[:80]!r})"
-                    raise StreamFailure(msg, retry=False) from None
-                if event == "error" or (isinstance(chunk, dict) and "error" in chunk):
-                    msg = f"the server reported an error: {_error_message(data.encode())}"
-                    raise StreamFailure(msg, retry=False)
-                text = _delta_text(chunk)
+                text, reason = _parse_chunk(event, data)
+                finish = reason or finish
                 if text:
-                    yield text
+                    yield "text", text
+            if finish:  # no [DONE], but the server said the answer is complete
+                yield "finish", _finish_note(finish)
+                return
+            msg = "the stream ended before [DONE]: the answer is truncated"
+            raise StreamFailure(msg, retry=True)
 
 
-def _events(resp: httpx.Response) -> Iterator[tuple[str, str]]:
-    """The response's server-sent events as ``(event, data)`` (httpx-sse does the parsing)."""
-    from httpx_sse import EventSource, SSEError
+class _Body:
+    """A response body read in bounded pieces: decoded here (identity, gzip, deflate) so that
+    no step produces more than ``_PIECE`` bytes and the whole never more than ``limit``."""
 
+    def __init__(self, resp: httpx.Response, limit: int) -> None:
+        self._resp = resp
+        self._limit = limit
+        self.size = 0
+        """Decoded bytes so far."""
+        codings = [c.strip().lower() for c in resp.headers.get("content-encoding", "").split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        if len(codings) > 1 or (codings and codings[0] not in ("gzip", "x-gzip", "deflate")):
+            msg = f"the server sent a body in an encoding not asked for ({', '.join(codings)})"
+            raise StreamFailure(msg, retry=False)
+        self._coding = codings[0] if codings else ""
+
+    def pieces(self) -> Iterator[bytes]:
+        """The decoded body, piece by piece.
+
+        Raises:
+            StreamFailure: It does not decode, or it is larger than the limit.
+        """
+        z = None
+        raw_deflate = False
+        if self._coding:
+            z = zlib.decompressobj(zlib.MAX_WBITS | 16 if self._coding != "deflate" else zlib.MAX_WBITS)
+        for raw in self._resp.iter_raw():
+            if z is None:
+                yield self._count(raw)
+                continue
+            data = raw
+            while data and not z.eof:
+                try:
+                    out = z.decompress(data, _PIECE)
+                except zlib.error as exc:
+                    if self._coding == "deflate" and self.size == 0 and not raw_deflate:
+                        # Some servers send raw deflate, without the zlib header HTTP asks for.
+                        z, raw_deflate, data = zlib.decompressobj(-zlib.MAX_WBITS), True, raw
+                        continue
+                    msg = f"the server's {self._coding} body does not decode: {exc}"
+                    raise StreamFailure(msg, retry=False) from None
+                data = z.unconsumed_tail
+                if out:
+                    yield self._count(out)
+
+    def head(self, n: int) -> bytes:
+        """At most the first ``n`` decoded bytes (the rest is never read)."""
+        got = bytearray()
+        try:
+            for piece in self.pieces():
+                got += piece
+                if len(got) >= n:
+                    break
+        except StreamFailure:
+            pass  # what decoded so far is what there is to show
+        return bytes(got[:n])
+
+    def _count(self, piece: bytes) -> bytes:
+        self.size += len(piece)
+        if self.size > self._limit:
+            msg = f"the response is larger than max_response_bytes={self._limit}"
+            raise StreamFailure(msg, retry=False)
+        return piece
+
+
+def _events(body: _Body) -> Iterator[tuple[str, str]]:
+    """Server-sent events as ``(event, data)``, parsed by the rules of the HTML standard: lines
+    end with CRLF, LF or CR; ``data:`` lines join with newlines; a blank line dispatches;
+    comments (``: ping``) and ``id``/``retry`` fields are skipped. An event left pending when
+    the body ends is dispatched too (lenient: some servers omit the last blank line)."""
+    buf = bytearray()
+    event = ""
+    data: list[str] = []
+    scan = 0
+    for piece in body.pieces():
+        buf += piece
+        while True:
+            lf, cr = buf.find(b"\n", scan), buf.find(b"\r", scan)
+            ends = [i for i in (lf, cr) if i >= 0]
+            if not ends:
+                scan = len(buf)
+                break
+            end = min(ends)
+            if end == cr and end + 1 == len(buf):
+                scan = end  # a CR at the end: the LF of a CRLF may follow in the next piece
+                break
+            line = bytes(buf[:end]).decode("utf-8", "replace")
+            del buf[: end + (2 if end == cr and buf[end + 1 : end + 2] == b"\n" else 1)]
+            scan = 0
+            if not line:
+                if data:
+                    yield event or "message", "\n".join(data)
+                event, data = "", []
+                continue
+            field, _, value = line.partition(":")
+            value = value.removeprefix(" ")
+            if field == "data":
+                data.append(value)
+            elif field == "event":
+                event = value
+    if buf:
+        line = bytes(buf).decode("utf-8", "replace").rstrip("\r")
+        field, _, value = line.partition(":")
+        if field == "data":
+            data.append(value.removeprefix(" "))
+    if data:
+        yield event or "message", "\n".join(data)
+
+
+def _parse_chunk(event: str, data: str) -> tuple[str, str]:
+    """``(text, finish_reason)`` of one chat-completion chunk; a :class:`StreamFailure` when the
+    event is an error or not shaped like a chunk (``{"choices": [{"delta": {"content": ...}}]}``)."""
     try:
-        for sse in EventSource(resp).iter_sse():
-            if sse.data:  # a comment-only block (keep-alive ping) carries no event
-                yield sse.event or "message", sse.data
-    except SSEError as exc:  # not an event stream: a proxy's HTML page, a JSON answer...
-        kind = resp.headers.get("content-type", "no content type")
-        msg = f"the server did not answer with an event stream ({kind}): {exc}"
+        chunk = json.loads(data)
+    except json.JSONDecodeError:
+        msg = f"the server sent a malformed event ({data[:80]!r})"
         raise StreamFailure(msg, retry=False) from None
-
-
-def _delta_text(chunk: object) -> str:
-    if not isinstance(chunk, dict):
-        return ""
-    choices = chunk.get("choices")
-    if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        return ""
-    delta = choices[0].get("delta") or choices[0].get("message") or {}
+    if event == "error" or (isinstance(chunk, dict) and "error" in chunk):
+        msg = f"the server reported an error: {_error_message(data.encode())}"
+        raise StreamFailure(msg, retry=False)
+    if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
+        got = f"an object with keys {sorted(chunk)[:5]}" if isinstance(chunk, dict) else type(chunk).__name__
+        msg = f"the server sent an event that is not a chat chunk (expected an object with 'choices', got {got})"
+        raise StreamFailure(msg, retry=False)
+    choices = chunk["choices"]
+    if not choices:
+        return "", ""  # a usage-only chunk
+    first = choices[0]
+    delta = first.get("delta") if isinstance(first, dict) else None
+    if delta is None and isinstance(first, dict):
+        delta = first.get("message", {})
     content = delta.get("content") if isinstance(delta, dict) else None
-    if isinstance(content, str):
-        return content
-    text = choices[0].get("text")  # completions-style servers
-    return text if isinstance(text, str) else ""
+    text = first.get("text") if isinstance(first, dict) else None
+    if not isinstance(delta, dict) or not isinstance(content, str | None) or not isinstance(text, str | None):
+        msg = f"the server sent a chat chunk of an unexpected shape ({data[:80]!r})"
+        raise StreamFailure(msg, retry=False)
+    reason = first.get("finish_reason")
+    return content or text or "", reason if isinstance(reason, str) else ""
+
+
+def _finish_note(reason: str) -> str:
+    """The end note of a complete answer: ``done``, or ``done (length)`` when it was cut short
+    by ``max_tokens`` (complete as far as the server is concerned)."""
+    return "done" if reason in ("", "stop") else f"done ({reason[:40]})"
 
 
 def _error_message(raw: bytes) -> str:

@@ -24,6 +24,7 @@ from ._keys import typing_key_byte
 from ._logmode import LogRenderer
 from ._proxy import redirect_std_streams
 from ._registry import register_display, resolve_mode
+from ._sanitize import visible_controls
 from ._stats import RenderStats
 from ._writer import Writer
 
@@ -45,7 +46,7 @@ _FILE_FPS: Final = 240.0
 waits for room waits for the next write."""
 _SINK_QUEUE_PACKETS: Final = 16
 """The sink's input-queue bound per command: back-pressure instead of an unbounded backlog.
-At least one source invocation's batch (CommandSource emits up to 8 reads, a tail and an end)."""
+At least one source invocation's batch (CommandSource emits one chunk of at most 64 KiB, and an end)."""
 
 
 def demo(duration: float, mode: str) -> int:
@@ -56,7 +57,7 @@ def demo(duration: float, mode: str) -> int:
     lines. Returns 0, 2 for a bad argument, 1 if the graph failed, 130 after Ctrl-C.
     """
     if not duration > 0:
-        typer.echo(f"flowplex demo: --duration must be positive seconds, got {duration}", err=True)
+        _say(f"flowplex demo: --duration must be positive seconds, got {duration}")
         return 2
     from importlib.resources import files
 
@@ -64,7 +65,7 @@ def demo(duration: float, mode: str) -> int:
     try:
         display = _make_display(mode, title="flowplex demo")
     except UsageError as exc:
-        typer.echo(f"flowplex demo: {exc}", err=True)
+        _say(f"flowplex demo: {exc}")
         return 2
     graph = _build_graph(yaml_text)
     _declare_agents(display, graph)
@@ -72,7 +73,7 @@ def demo(duration: float, mode: str) -> int:
     code, error = _run(graph, display, DEMO_DISPLAY, until=started + duration)
     elapsed = time.monotonic() - started
     if error:
-        typer.echo(f"flowplex demo: error: {error}", err=True)
+        _say(f"flowplex demo: error: {error}")
     _echo(display, summary("flowplex demo", display.stats(), elapsed))
     return code
 
@@ -105,21 +106,21 @@ def agents(
         entries = load_agents_file(file) if file else []
         extra = entries_from_commands(split_commands(argv))
     except ConfigError as exc:
-        typer.echo(f"flowplex agents: {exc}", err=True)
+        _say(f"flowplex agents: {exc}")
         return 2
     names = unique_names((e.name for e in extra), taken=(e.name for e in entries))
     entries += [dataclasses.replace(e, name=n) for e, n in zip(extra, names, strict=True)]
     if not entries and ring is None:
-        typer.echo(f"flowplex agents: no commands given\n{AGENTS_USAGE}", err=True)
+        _say(f"flowplex agents: no commands given\n{AGENTS_USAGE}")
         return 2
     if ring is not None and not ring.strip():
-        typer.echo("flowplex agents: --ring: give the ring's name", err=True)
+        _say("flowplex agents: --ring: give the ring's name")
         return 2
     try:
         typing_key_byte(typing_key)  # a bad key is an error in log mode too, not only where it is used
         display = _make_display(mode, title="flowplex agents", typing_key=typing_key, bell=bell)
     except UsageError as exc:
-        typer.echo(f"flowplex agents: {exc}", err=True)
+        _say(f"flowplex agents: {exc}")
         return 2
     # Commands take stream ids of their own; with a ring, far from the ids its producers pick.
     first_id = _RING_FREE_IDS if ring is not None else 1
@@ -151,12 +152,21 @@ def agents(
     try:
         graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
     except FlowplexError as exc:
-        typer.echo(f"flowplex agents: {exc}", err=True)
+        _say(f"flowplex agents: {exc}")
         return 2
+    from ..agents._lifetime import become_subreaper, sweep_orphans
+
+    # Orphans of the commands (double forks, setsid daemons) come to us instead of init, and
+    # are killed and reaped once the graph stopped: no agent outlives `flowplex agents`.
+    reaper = become_subreaper()
     started = time.monotonic()
-    code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
+    try:
+        code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
+    finally:
+        if reaper:
+            sweep_orphans()
     if error:
-        typer.echo(f"flowplex agents: error: {error}", err=True)
+        _say(f"flowplex agents: error: {error}")
     now = time.monotonic()
     _echo(display, summary("flowplex agents", display.stats(), now - started))
     infos = [info for info in display.agents() if info.stream_id >= 0]  # not the stdout/stderr proxies
@@ -166,14 +176,14 @@ def agents(
     failed = [info for info in infos if info.finished and not info.ok]  # commands only: streams end ok
     if failed:
         named = ", ".join(f"{info.number} {info.name} ({info.note or 'failed'})" for info in failed)
-        typer.echo(f"flowplex agents: failed: {named}", err=True)
+        _say(f"flowplex agents: failed: {named}")
         status = failed[0].exit_code if failed[0].exit_code is not None else 1
         return status if status > 0 else 128 - status
     commands = range(first_id, first_id + len(entries))  # a ring's streams have no exit status
     unfinished = [info for info in infos if not info.finished and info.stream_id in commands]
     if unfinished:
         named = ", ".join(f"{info.number} {info.name}" for info in unfinished)
-        typer.echo(f"flowplex agents: did not finish: {named}", err=True)
+        _say(f"flowplex agents: did not finish: {named}")
         return 1
     return 0
 
@@ -214,7 +224,7 @@ def split_commands(argv: list[str]) -> list[list[str]]:
 
 
 def summary(what: str, st: RenderStats, elapsed_s: float) -> str:
-    """One line: agents, messages, bytes, frames and what was dropped.
+    """One line: agents, messages, bytes, frames and what was dropped (and cut, when lines were).
 
     >>> from flowplex.terminal import RenderStats
     >>> summary("demo", RenderStats("log", 2, 10, 2048, 5, 4096, 900, 3, 0, 0, 0, 0, 1, 0, 0.01, 0.0), 1.0)
@@ -225,8 +235,15 @@ def summary(what: str, st: RenderStats, elapsed_s: float) -> str:
     return (
         f"{what}: {st.agents} agents, {st.messages} messages, {_size(st.bytes_in)} in; "
         f"{st.frames} frames, {_size(st.bytes_out)} out ({per_frame} B/frame); "
-        f"{st.skipped_frames} skipped, {st.coalesced} coalesced, {st.dropped} dropped; {elapsed_s:.1f} s"
+        f"{st.skipped_frames} skipped, {st.coalesced} coalesced, {st.dropped} dropped"
+        + (f", {st.cut_lines} long lines cut" if st.cut_lines else "") + f"; {elapsed_s:.1f} s"
     )
+
+
+def _say(text: str) -> None:
+    """One line on standard error; foreign text in it (argv, a file's names, an engine error)
+    has its control characters shown, not obeyed."""
+    typer.echo(visible_controls(text), err=True)
 
 
 def _echo(display: Display, text: str) -> None:
@@ -235,7 +252,7 @@ def _echo(display: Display, text: str) -> None:
         _silence_stdout()
         return
     try:
-        typer.echo(text)
+        typer.echo(visible_controls(text))
     except BrokenPipeError:
         _silence_stdout()
 

@@ -540,6 +540,7 @@ class Display(ABC):
                 resizes=self._resizes,
                 render_cpu_s=self._render_cpu,
                 write_s=self.writer.write_time_s,
+                cut_lines=extra.get("cut_lines", 0),
             )
 
     # -- the render loop (render thread) ---------------------------------------------------------

@@ -99,7 +99,10 @@ class LogRenderer(Display):
             continuation mark. If in doubt, keep 2 s: LLM sentences take that long. None: never
             by time (a log file keeps every line whole; only ``max_line_chars`` cuts it). The
             time a producer spent held back by a slow writer does not count.
-        max_line_chars: A longer line is cut (with continuation marks) at this many characters.
+        max_line_chars: A longer line is cut (with continuation marks) at this many characters,
+            and so is a ``\r`` progress line that grows past it (it is logged, then goes on as
+            a line); each cut is counted (``stats().cut_lines``). This bounds what one agent's
+            unfinished line can hold, whatever it sends.
         max_pending_lines: Lines waiting for a slow terminal. Beyond it, ``feed`` waits under
             ``overflow="block"``; under ``"drop"`` (or once a wait timed out) the oldest are
             dropped and counted (``stats().dropped_lines``), and a notice line says how many.
@@ -130,6 +133,7 @@ class LogRenderer(Display):
         self._state: dict[int, _LogAgent] = {}
         self._lines: deque[str] = deque()
         self._dropped_lines = 0
+        self._cut_lines = 0
         self._dropped_unreported = 0
         self._progress_replaced = 0
         self._footer_rows = 0
@@ -170,9 +174,12 @@ class LogRenderer(Display):
                     if st.length + len(text) > self.max_line_chars:
                         self._paint_line(st)  # painting without newlines: keep it bounded
                 else:
-                    while not st.progress and st.length + len(text) > self.max_line_chars:
+                    # Progress text too: a bar that grows without another \r or a newline
+                    # must not collect for ever (300 MB of it once made a 1.4 GB line).
+                    while st.length + len(text) > self.max_line_chars:
                         head, text = _cut(text, self.max_line_chars - st.length)
                         st.pieces.append(head)
+                        self._cut_lines += 1
                         self._end_line(info, st, partial=True)
                         st.started = now
                 st.pieces.append(text)
@@ -432,7 +439,8 @@ class LogRenderer(Display):
 
     def _extra_stats(self) -> dict[str, int]:
         stripped = sum(st.sanitizer.stripped for st in self._state.values())
-        return {"dropped_lines": self._dropped_lines, "coalesced": self._progress_replaced, "stripped": stripped}
+        return {"dropped_lines": self._dropped_lines, "coalesced": self._progress_replaced, "stripped": stripped,
+                "cut_lines": self._cut_lines}
 
 
 def _carry_sgr(carry: str, text: str) -> str:

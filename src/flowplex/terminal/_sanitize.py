@@ -19,7 +19,10 @@ from typing import Final
 
 from ._text import display_width
 
-__all__ = ["ALT_SCREEN", "CR", "MAIN_SCREEN", "NEWLINE", "SCREEN", "TEXT", "LogSanitizer", "Op", "safe_label"]
+__all__ = [
+    "ALT_SCREEN", "CR", "MAIN_SCREEN", "NEWLINE", "SCREEN", "TEXT", "LogSanitizer", "Op", "safe_label",
+    "visible_controls",
+]
 
 TEXT: Final = 0
 """Op kind: printable text, possibly with SGR sequences inside."""
@@ -235,3 +238,35 @@ def safe_label(text: str, limit: int = 64) -> str:
     """
     cleaned = _LABEL_BAD.sub("", text)
     return cleaned if len(cleaned) <= limit else cleaned[: max(0, limit - 1)] + "…"
+
+
+_SHOWN: Final = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+"""What a printed line must not carry raw: C0/C1 controls but newline and tab, DEL, bidi
+overrides/isolates, and lone surrogates (which cannot even be encoded)."""
+_NAMED: Final = {"\r": "\\r"}
+
+
+def visible_controls(text: str) -> str:
+    """``text`` with every control character written out as a visible escape (``\\x1b``, ``\\r``).
+
+    Every line the CLI prints that holds text it did not write itself -- packet values, a
+    server's error message, node names from YAML, agent names -- goes through this, on a
+    terminal and in a pipe alike: a string that carries OSC 52 or a title change shows what it
+    tried instead of doing it. Newlines and tabs are kept (multi-line reports stay readable);
+    everything else that a terminal would act on is shown as ``\\xNN`` (``\\uNNNN`` above U+00FF).
+
+    >>> visible_controls("evil\\x1b]52;c;aGk=\\x07 name\\r\\n")
+    'evil\\\\x1b]52;c;aGk=\\\\x07 name\\\\r\\n'
+    """
+    if _SHOWN.search(text) is None:
+        return text
+    return _SHOWN.sub(_show, text)
+
+
+def _show(m: re.Match[str]) -> str:
+    ch = m.group()
+    named = _NAMED.get(ch)
+    if named is not None:
+        return named
+    code = ord(ch)
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"

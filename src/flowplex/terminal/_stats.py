@@ -50,6 +50,9 @@ class RenderStats:
     """CPU time of the render thread (composing, diffing and writing frames)."""
     write_s: float
     """Wall time spent writing to the terminal."""
+    cut_lines: int = 0
+    """Log lines cut at ``max_line_chars`` (log mode): nothing is lost, the rest of the line
+    follows on continuation lines; a line without end cannot grow without bound."""
 
     @property
     def dropped(self) -> int:
