@@ -7,8 +7,8 @@ The HTTP exchange runs on a worker thread (httpx), so the source never blocks th
 
 Nothing the server sends is trusted: the body is read in pieces and decoded here (identity,
 gzip or deflate, with a bound on the decoded size, so a 4 MB gzip bomb cannot become 4 GB), an
-error body is read only as far as it is shown, the events are parsed here with the same bound
-(a line without end cannot grow for ever), every event must have the shape of a chat chunk, and
+error body is read only as far as it is shown, the events are parsed by httpx-sse from that
+bounded body (a line without end cannot grow for ever), every event must have the shape of a chat chunk, and
 an answer counts as complete only when ``[DONE]`` (or a ``finish_reason``) says so.
 """
 
@@ -418,47 +418,27 @@ class _Body:
 
 
 def _events(body: _Body) -> Iterator[tuple[str, str]]:
-    """Server-sent events as ``(event, data)``, parsed by the rules of the HTML standard: lines
-    end with CRLF, LF or CR; ``data:`` lines join with newlines; a blank line dispatches;
-    comments (``: ping``) and ``id``/``retry`` fields are skipped. An event left pending when
-    the body ends is dispatched too (lenient: some servers omit the last blank line)."""
-    buf = bytearray()
-    event = ""
-    data: list[str] = []
-    scan = 0
-    for piece in body.pieces():
-        buf += piece
-        while True:
-            lf, cr = buf.find(b"\n", scan), buf.find(b"\r", scan)
-            ends = [i for i in (lf, cr) if i >= 0]
-            if not ends:
-                scan = len(buf)
-                break
-            end = min(ends)
-            if end == cr and end + 1 == len(buf):
-                scan = end  # a CR at the end: the LF of a CRLF may follow in the next piece
-                break
-            line = bytes(buf[:end]).decode("utf-8", "replace")
-            del buf[: end + (2 if end == cr and buf[end + 1 : end + 2] == b"\n" else 1)]
-            scan = 0
-            if not line:
-                if data:
-                    yield event or "message", "\n".join(data)
-                event, data = "", []
-                continue
-            field, _, value = line.partition(":")
-            value = value.removeprefix(" ")
-            if field == "data":
-                data.append(value)
-            elif field == "event":
-                event = value
-    if buf:
-        line = bytes(buf).decode("utf-8", "replace").rstrip("\r")
-        field, _, value = line.partition(":")
-        if field == "data":
-            data.append(value.removeprefix(" "))
-    if data:
-        yield event or "message", "\n".join(data)
+    """Server-sent events as ``(event, data)``, parsed by httpx-sse from the bounded body.
+
+    httpx-sse reads an ``httpx.Response``; it gets one whose stream is the body as decoded
+    here (bounded), never httpx's own decoding (unbounded per step). A blank line is added at
+    the end, so an event left pending when the body ends is dispatched too (lenient: some
+    servers omit the last blank line); a truncated ``[DONE]`` then fails as a malformed event.
+    """
+    import httpx
+    import httpx_sse
+
+    class DecodedStream(httpx.SyncByteStream):
+        """The decoded pieces of the body, then a blank line."""
+
+        def __iter__(self) -> Iterator[bytes]:
+            yield from body.pieces()
+            yield b"\n\n"
+
+    resp = httpx.Response(200, headers={"content-type": "text/event-stream; charset=utf-8"}, stream=DecodedStream())
+    for sse in httpx_sse.EventSource(resp).iter_sse():
+        if sse.data:  # httpx-sse also reports the blank lines after an `id:` (the standard drops them)
+            yield sse.event, sse.data
 
 
 def _parse_chunk(event: str, data: str) -> tuple[str, str]:
