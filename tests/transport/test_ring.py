@@ -79,7 +79,8 @@ def test_bad_names(name: str) -> None:
 
 
 def test_duplicate_name_and_missing_ring() -> None:
-    with Ring.create(capacity=2, name="fpx-test-dup"), pytest.raises(UsageError, match=r"exists; use Ring.attach"):
+    dup = r"exists already; pass another name, or none for a unique one"
+    with Ring.create(capacity=2, name="fpx-test-dup"), pytest.raises(UsageError, match=dup):
         Ring.create(capacity=2, name="fpx-test-dup")
     with pytest.raises(UsageError, match=r"Ring.attach\(name='fpx-test-dup'\): no such ring"):
         Ring.attach("fpx-test-dup")
@@ -89,6 +90,7 @@ def test_attach_refuses_a_segment_that_is_not_a_ring() -> None:
     path = "/dev/shm/fpx-test-notaring"
     with open(path, "wb") as f:
         f.write(b"\0" * 8192)
+    os.chmod(path, 0o600)  # private, as attach requires: the magic check is what is tested here
     try:
         with pytest.raises(UsageError, match=r"is not a flowplex ring of layout version 1"):
             Ring.attach("fpx-test-notaring")

@@ -55,3 +55,19 @@ def _load() -> ModuleType | None:
 
 fast: ModuleType | None = _load()
 """The ``_fastring`` module, or None; read when a producer or consumer is made."""
+
+
+def _load_guard() -> ModuleType | None:
+    # The fault guard is no hot path but a safety net, so FLOWPLEX_PURE_PYTHON does not turn it
+    # off: the pure-Python paths read the same mapping and die of the same SIGBUS without it.
+    try:
+        from . import _fastring
+    except ImportError:
+        return None
+    return _fastring if hasattr(_fastring, "guard_register") else None
+
+
+guard: ModuleType | None = _load_guard()
+"""The module with the SIGBUS guard (``guard_register``...), or None where the extension is not
+built; then a truncated segment can still kill a process that touches a lost page before the
+periodic size check (``RingCore.intact``) notices the truncation."""

@@ -7,6 +7,10 @@ the slot).  Lanes are visited round-robin, one cached batch per visit, so a busy
 starve the others.  Under ``drop_oldest`` the producer does not wait for ``head``; the consumer
 then validates every slot seqlock-style (see ``Producer._write_overwriting``) and counts what was
 overwritten.
+
+Every word read from the segment is read once into a local, checked, and only the local is used:
+the segment is shared memory that another process may rewrite at any moment.  A slot or tail
+that breaks the protocol is counted and skipped with a ``BrokenError``, never trusted.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from ..errors import BrokenError, ClosedError, EndOfStream, Timeout, UsageError,
 from . import _accel
 from . import _layout as lay
 from ._batch import rows_from_messages
-from ._core import RingCore, this_process
+from ._core import MAX_POSITION, U64, RingCore, this_process
 from ._format import AGENT_TYPES
 from ._fragment import cut_points
 from ._message import Message
@@ -34,6 +38,7 @@ if TYPE_CHECKING:
 _new = tuple.__new__
 _U32: Final = 0xFFFFFFFF
 _REAP_EVERY_S: Final = 0.05
+_SKIPS_BEFORE_CLOCK: Final = 64  # overwritten messages skipped in one recv before it checks its deadline
 
 
 @final
@@ -60,7 +65,11 @@ def _new_lane(core: RingCore, index: int) -> _Lane:
     lane.base = core.slots_offset(index)
     lane.tail_i = core.lane_word(index, lay.L_TAIL)
     lane.head_i = core.lane_word(index, lay.L_HEAD)
-    lane.head = lane.avail = w.load(lane.head_i)
+    head = w.load(lane.head_i)
+    if head > MAX_POSITION:
+        msg = f"lane {index}'s head word holds {head}"
+        raise core.corrupt(msg)
+    lane.head = lane.avail = head
     consumed = lane.head - w.plain[core.lane_word(index, lay.L_CONSUMER_EXTRA)]
     consumed -= w.plain[core.lane_word(index, lay.L_SKIPPED_SLOTS)]
     lane.next_msg = (consumed + w.plain[core.lane_word(index, lay.L_DROPPED)]) & _U32
@@ -168,6 +177,7 @@ class Consumer:
 
     def _recv_slow(self, timeout: float | None, nowait: bool) -> Message:
         backoff: Backoff | None = None
+        skips = 0
         while True:
             lane = self._wait_for_lane(backoff, timeout, nowait)
             if lane is None:
@@ -177,6 +187,15 @@ class Consumer:
             msg = self._take_checked(lane) if self._drop else self._take(lane)
             if msg is not None:
                 return msg
+            # drop_oldest skipped an overwritten message.  A producer lapping us keeps this
+            # loop going, so after a while the deadline counts here too.
+            skips += 1
+            if skips % _SKIPS_BEFORE_CLOCK == 0:
+                if backoff is None:
+                    backoff = Backoff(timeout)
+                if nowait or backoff.expired():
+                    msg_ = f"recv: only overwritten messages on ring {self._core.name!r} within {timeout} s"
+                    raise (WouldBlock if nowait else Timeout)(msg_)
 
     def _wait_for_lane(self, backoff: Backoff | None, timeout: float | None, nowait: bool) -> _Lane | None:
         """One poll: a lane with published data, or None after pausing (raises when done)."""
@@ -217,6 +236,11 @@ class Consumer:
             lane = order[k]
             tail = load(lane.tail_i)
             if tail > lane.head:
+                if tail > MAX_POSITION or (tail - lane.head > self._core.capacity and not self._drop):
+                    # Under reject and block a producer never runs more than a lane ahead.
+                    self._rr = k + 1
+                    msg = f"producer {lane.index}'s tail {tail} is impossible (head {lane.head})"
+                    raise self._core.corrupt(msg)
                 self._rr = k + 1
                 self._note_hwm(lane, tail - lane.head)
                 lane.avail = tail
@@ -229,14 +253,18 @@ class Consumer:
         """Read the message at ``lane.head`` (one slot or several fragments) and release it."""
         h = lane.head
         mm, mask, unpack = self._mm, self._mask, self._unpack
+        if lane.avail - h > self._core.capacity or lane.avail > MAX_POSITION:
+            msg = f"producer {lane.index}'s tail {lane.avail} is impossible (head {h})"
+            lane.avail = h  # forget it: the next call reads the tail again
+            raise self._core.corrupt(msg)
         parts: list[bytes] = []
         pos = h
         first: tuple[int, int, int, int, int, int, int] | None = None
         while True:
             off = lane.base + ((pos & mask) << 8)
-            hdr = unpack(mm, off)
-            _seq, n, flags, agent, _sid, _mid, _ts = hdr
-            bad = n > lay.PAYLOAD_SIZE or agent > 7 or bool(flags & lay.FLAG_FIRST) != (first is None)
+            hdr = unpack(mm, off)  # the one read of this header; only these locals are used
+            seq, n, flags, agent, _sid, _mid, _ts = hdr
+            bad = n > lay.PAYLOAD_SIZE or agent > 7 or bool(flags & lay.FLAG_FIRST) != (first is None) or seq != pos
             if bad or pos >= lane.avail:
                 self._skip_corrupt(lane, pos, hdr)
             if first is None:
@@ -262,6 +290,9 @@ class Consumer:
         lane.head = pos + 1
         lane.avail = max(lane.avail, lane.head)
         self._store(lane.head_i, lane.head)
+        lost = self._core.intact()
+        if lost is not None:
+            raise lost
         msg = (
             f"ring {self._core.name!r}: producer {lane.index} slot {pos} breaks the protocol "
             f"(seq={hdr[0]}, len={hdr[1]}, flags={hdr[2]:#x}, agent_type={hdr[3]}); skipped it"
@@ -361,8 +392,9 @@ class Consumer:
             if other is lane:
                 continue
             tail = self._load(other.tail_i)
-            if tail > other.head:
-                other.avail = tail
+            cap = self._core.capacity
+            if other.head < tail <= MAX_POSITION and (tail - other.head <= cap or self._drop):
+                other.avail = tail  # (a corrupt tail is left for _find, in a later call, to report)
                 rows = self._take_rows(other, max_items - got, False)
                 if len(rows):
                     chunks.append(rows)
@@ -398,6 +430,11 @@ class Consumer:
             last = (h + k - 1) & self._mask
         if k == 0:
             return np.zeros(0, dtype=lay.SLOT_DTYPE)
+        if not self._rows_valid(hdrs, h, i, first, k):
+            # A slot that breaks the protocol: the one-message path skips and reports it, as
+            # the first lane of a call (a later one waits for the next call, so that no rows
+            # already taken are lost with the error).
+            return rows_from_messages([self._take(lane)]) if whole else np.zeros(0, dtype=lay.SLOT_DTYPE)
         width = int(max(hdrs["len"][i : i + first].max(), hdrs["len"][: k - first].max(initial=0)))
         end = lay.SLOT_HEADER_SIZE + min(width, lay.PAYLOAD_SIZE)
         out = np.empty((k, lay.SLOT_SIZE), dtype=np.uint8)
@@ -412,6 +449,19 @@ class Consumer:
         lane.head = h + k
         self._store(lane.head_i, lane.head)
         return out.view(lay.SLOT_DTYPE).reshape(k)
+
+    @staticmethod
+    def _rows_valid(hdrs: NDArray[np.void], h: int, i: int, first: int, k: int) -> bool:
+        """Whether the ``k`` slot headers from position ``h`` (index ``i``, wrapping) are sound.
+
+        Read once into a copy, so that what is checked is what is then returned.
+        """
+        got = np.concatenate((hdrs[i : i + first], hdrs[: k - first]))
+        return bool(
+            (got["len"] <= lay.PAYLOAD_SIZE).all()
+            and (got["agent_type"] <= 7).all()
+            and (got["seq"] == np.arange(h, h + k, dtype=np.uint64)).all()
+        )
 
     def _message_end(self, lane: _Lane, pos: int) -> int:
         while pos < lane.avail:
@@ -465,6 +515,9 @@ class Consumer:
             return None
         self._last_reap = now
         core = self._core
+        lost = core.intact()
+        if lost is not None:
+            return lost
         load = self._load
         for lane in self._order:
             if load(core.lane_word(lane.index, lay.L_STATE)) != lay.LANE_ACTIVE:
@@ -481,7 +534,7 @@ class Consumer:
     def _count(self, lane: _Lane, word: int, n: int = 1) -> None:
         plain = self._core.words.plain
         i = lane.words + word
-        plain[i] = plain[i] + n
+        plain[i] = (plain[i] + n) & U64
 
     def _note_hwm(self, lane: _Lane, occupancy: int) -> None:
         plain = self._core.words.plain
@@ -530,6 +583,7 @@ def _make_recv(consumer: Consumer) -> RecvFn:
     unpack = consumer._unpack
     mm = consumer._mm
     mask = consumer._mask
+    cap = consumer._core.capacity
     ordered = consumer._core.words.ordered
     agents = AGENT_TYPES
     take = weakref.WeakMethod(consumer._take)
@@ -555,12 +609,16 @@ def _make_recv(consumer: Consumer) -> RecvFn:
         if h >= lane.avail and hot.solo:
             # One producer: re-read its tail right here (no fairness to keep), so a consumer
             # that keeps up with its producer stays on this path instead of the scan.
-            lane.avail = ordered[lane.tail_i]  # acquire load
-        if h < lane.avail:
-            # Hot path: a published single-slot message in the current lane.
+            tail = ordered[lane.tail_i]  # acquire load
+            if tail <= MAX_POSITION:  # else the scan (_find, via the slow path) reports the corrupt tail
+                lane.avail = tail
+        ahead = lane.avail - h
+        if ahead > 0:
+            # Hot path: a published single-slot message in the current lane.  The header is
+            # read once (unpack); only those locals are checked and used.
             off = lane.base + ((h & mask) << 8)
             seq, n, flags, agent, sid, _mid, ts = unpack(mm, off)
-            if flags & 3 != 2 or n > 224 or agent > 7:  # fragments, or a corrupt slot
+            if flags & 3 != 2 or n > 224 or agent > 7 or seq != h or ahead > cap:  # fragments, or corrupt
                 return _call(take)(lane)
             off += 32
             msg = _new(Message, (mm[off : off + n], seq, sid, agents[agent], ts, lane.index, flags))

@@ -1,20 +1,30 @@
 """The state one process keeps for one mapped ring, and the registry of producers and consumer.
 
 The registry is the cold part of the protocol: producers claim a lane, the consumer claims the
-consumer role, a dead process's lane is reclaimed.  All of it runs under the segment's
-cross-process lock (``Segment.locked``), which is also a full memory barrier, and is rare enough
-that its cost does not matter.  The hot part (publishing and releasing slots) is in
-``_producer`` and ``_consumer`` and takes no lock.
+consumer role, a dead process's lane is reclaimed.
+
+Every word of the segment may hold anything: the segment is shared memory that a buggy or
+hostile process of the same user can write at will.  So counters wrap at 2**64 instead of
+failing, positions far beyond what the protocol allows are reported as ``BrokenError``, and a
+segment that loses pages under the mapping (truncated, or ``/dev/shm`` full) is caught by the C
+fault guard where the extension is built (``_fastring.c``) and reported by
+:meth:`RingCore.intact`.
+
+The registry updates run under the segment's cross-process lock (``Segment.locked``), which is
+also a full memory barrier, and are rare enough that their cost does not matter.  The hot part
+(publishing and releasing slots) is in ``_producer`` and ``_consumer`` and takes no lock.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import Final, final
 
 from .._shm import Segment
 from ..errors import BrokenError, UsageError
+from . import _accel
 from . import _layout as lay
 from ._ordering import Words
 from ._process import is_alive, start_time
@@ -22,6 +32,11 @@ from ._process import is_alive, start_time
 log = logging.getLogger(__name__)
 
 POLICY_NAMES: Final = {code: name for name, code in lay.FULL_POLICY_CODES.items()}
+U64: Final = (1 << 64) - 1
+MAX_POSITION: Final = (1 << 62) - 1
+"""The largest slot position a lane reaches honestly (centuries at a billion slots a second);
+anything above is a corrupt word.  It keeps positions inside the C side's signed 64 bits."""
+_SIZE_CHECK_EVERY_S: Final = 0.05
 _PID: list[int] = [0, 0]  # (pid, start time) of this process, refreshed after fork
 
 
@@ -39,6 +54,8 @@ class RingCore:
     """Geometry, mapping and registry operations of one mapped ring (one per ``Ring`` handle)."""
 
     __slots__ = (
+        "_guard",
+        "_size_checked",
         "capacity",
         "closed",
         "mask",
@@ -60,6 +77,48 @@ class RingCore:
         self.policy = policy
         self.words = Words(seg.mm)
         self.closed = False
+        self._size_checked = 0.0
+        guard = _accel.guard
+        self._guard = -1 if guard is None else int(guard.guard_register(seg.mm))
+
+    # -- a segment that can be written (or truncated) by anyone of this user ------------------
+    def bump(self, word: int, n: int = 1) -> None:
+        """Add ``n`` to a counter word, wrapping at 2**64 (a scribbled counter never fails)."""
+        plain = self.words.plain
+        plain[word] = (plain[word] + n) & U64
+
+    def intact(self) -> BrokenError | None:
+        """Describe how the segment lost pages (truncated or unbacked), or None while it is whole.
+
+        Reads the fault guard's mark (a C call, no system call) and, at most every 50 ms, the
+        file's size; callers are the slow paths, never the per-message ones.
+        """
+        guard = _accel.guard
+        if guard is not None and self._guard >= 0 and guard.guard_tripped(self._guard):
+            msg = (
+                f"ring {self.name!r}: the shared-memory segment lost pages under its mapping "
+                "(another process truncated it, or /dev/shm is full); its contents are gone"
+            )
+            return BrokenError(msg)
+        now = time.monotonic()
+        if now - self._size_checked >= _SIZE_CHECK_EVERY_S:
+            self._size_checked = now
+            size = self.seg.file_size()
+            if size < len(self.mm):
+                msg = (
+                    f"ring {self.name!r}: the shared-memory segment was truncated to {size} bytes "
+                    f"under its {len(self.mm)}-byte mapping"
+                )
+                return BrokenError(msg)
+        return None
+
+    def corrupt(self, what: str) -> BrokenError:
+        """The error for a word that breaks the protocol (a lost page explains it first)."""
+        lost = self.intact()
+        if lost is not None:
+            return lost
+        msg = f"ring {self.name!r}: {what}; the segment is corrupt (written by something other than flowplex?)"
+        return BrokenError(msg)
 
     # -- addressing -------------------------------------------------------------------------
     def lane_word(self, lane: int, word: int) -> int:
@@ -99,7 +158,7 @@ class RingCore:
                 for i, s in enumerate(states):
                     if s == lay.LANE_ACTIVE and self._lane_drained(i) and not self._lane_owner_alive(i):
                         choice = i
-                        w.store(lay.W_DEAD_PRODUCERS, w.load(lay.W_DEAD_PRODUCERS) + 1)
+                        self.bump(lay.W_DEAD_PRODUCERS)
                         break
             if choice < 0:
                 msg = (
@@ -110,8 +169,8 @@ class RingCore:
             w.store(self.lane_word(choice, lay.L_PID), pid)
             w.store(self.lane_word(choice, lay.L_START), started)
             w.store(self.lane_word(choice, lay.L_STATE), lay.LANE_ACTIVE)
-            w.store(lay.W_PRODUCERS_EVER, w.load(lay.W_PRODUCERS_EVER) + 1)
-            w.store(lay.W_REGISTRY_GEN, w.load(lay.W_REGISTRY_GEN) + 1)
+            self.bump(lay.W_PRODUCERS_EVER)
+            self.bump(lay.W_REGISTRY_GEN)
         log.debug("ring.producer.registered ring=%s lane=%d pid=%d", self.name, choice, pid)
         return choice
 
@@ -126,7 +185,7 @@ class RingCore:
         with self.seg.locked():
             if w.load(self.lane_word(lane, lay.L_STATE)) == lay.LANE_ACTIVE:
                 w.store(self.lane_word(lane, lay.L_STATE), lay.LANE_CLOSED)
-                w.store(lay.W_REGISTRY_GEN, w.load(lay.W_REGISTRY_GEN) + 1)
+                self.bump(lay.W_REGISTRY_GEN)
         log.debug("ring.producer.closed ring=%s lane=%d", self.name, lane)
 
     def reap_dead_lane(self, lane: int) -> BrokenError | None:
@@ -147,8 +206,8 @@ class RingCore:
             ):
                 return None
             w.store(self.lane_word(lane, lay.L_STATE), lay.LANE_CLOSED)
-            w.store(lay.W_DEAD_PRODUCERS, w.load(lay.W_DEAD_PRODUCERS) + 1)
-            w.store(lay.W_REGISTRY_GEN, w.load(lay.W_REGISTRY_GEN) + 1)
+            self.bump(lay.W_DEAD_PRODUCERS)
+            self.bump(lay.W_REGISTRY_GEN)
         log.warning("ring.producer.dead ring=%s lane=%d pid=%d", self.name, lane, pid)
         msg = (
             f"ring {self.name!r}: producer {lane} (pid {pid}) died without closing; "
@@ -211,5 +270,9 @@ class RingCore:
         if self.closed:
             return
         self.closed = True
+        guard = _accel.guard
+        if guard is not None and self._guard >= 0:
+            guard.guard_unregister(self._guard)  # before the unmap: the range may be reused
+            self._guard = -1
         self.words.release()
         self.seg.close()

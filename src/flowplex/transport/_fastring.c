@@ -28,6 +28,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <time.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the ring layout is little-endian; big-endian hosts use the pure-Python path"
@@ -42,6 +45,7 @@
 
 #define MAX_FRAGMENTS 128 /* longer messages (over ~28 KiB) take the Python path */
 #define MAX_ESCAPE 64
+#define MAX_POSITION ((1ull << 62) - 1) /* _core.MAX_POSITION: a larger position is a corrupt word */
 /* Word indices within a lane header (see _layout.py; _accel checks they still agree). */
 #define L_EXTRA_SLOTS 11
 #define L_FRAGMENTED 12
@@ -511,28 +515,61 @@ static PyObject *Reader_recv(Reader *self, PyObject *const *args, Py_ssize_t nar
     uint64_t *words = (uint64_t *)view.buf;
     if (h >= lane->avail && self->solo) {
         /* One producer: re-read its tail right here (no fairness to keep). acquire */
-        lane->avail = (long long)__atomic_load_n(&words[lane->tail_i], __ATOMIC_ACQUIRE);
+        uint64_t tail = __atomic_load_n(&words[lane->tail_i], __ATOMIC_ACQUIRE);
+        if (tail <= MAX_POSITION) lane->avail = (long long)tail; /* else Python's scan reports it */
     }
-    const unsigned char *first = (const unsigned char *)view.buf + lane->base + ((h & mask) << 8);
-    /* Pass 1: validate the slots of the message at head and size it. */
+    /* A tail more than a lane ahead of head (or "negative": above 2**63) is no tail a producer
+     * writes under reject or block (the only policies that read here): the Python path reports it. */
+    long long avail = lane->avail;
+    if (avail <= h || (unsigned long long)(avail - h) > (unsigned long long)mask + 1) {
+        PyBuffer_Release(&view);
+        return forward_recv(self, args, nargsf, kwnames);
+    }
+    /* Pass 1: validate the slots of the message at head and size it.  Every header field is read
+     * from shared memory exactly once, into a local that is validated and then the only copy
+     * used: another process may rewrite the slot at any moment (a hostile one, or a corrupt
+     * segment), and a second read could see a length or agent type that was never checked. */
+    const unsigned char *lanebuf = (const unsigned char *)view.buf + lane->base;
+    uint32_t lens[MAX_FRAGMENTS];
+    uint64_t seq = 0, ts = 0;
+    uint32_t sid = 0, mid = 0;
+    uint16_t flags = 0;
+    uint8_t agent = 0;
     long long pos = h;
     Py_ssize_t total = 0;
     for (;;) {
-        const unsigned char *slot = (const unsigned char *)view.buf + lane->base + ((pos & mask) << 8);
+        const unsigned char *slot = lanebuf + ((pos & mask) << 8);
+        unsigned char hdr[HEADER_SIZE];
+        memcpy(hdr, slot, HEADER_SIZE); /* the one read of this header */
+        __atomic_signal_fence(__ATOMIC_SEQ_CST); /* the compiler may not re-read the slot for hdr */
+        uint64_t s;
         uint32_t n;
         uint16_t f;
-        memcpy(&n, slot + 8, 4);
-        memcpy(&f, slot + 12, 2);
-        if (pos >= lane->avail || n > PAYLOAD_SIZE || slot[14] > 7 || ((f & FLAG_FIRST) != 0) != (pos == h)) {
-            /* nothing published, or a slot that breaks the protocol: the Python path waits or reports */
+        memcpy(&s, hdr + 0, 8);
+        memcpy(&n, hdr + 8, 4);
+        memcpy(&f, hdr + 12, 2);
+        if (pos >= avail || pos - h >= MAX_FRAGMENTS || s != (uint64_t)pos || n > PAYLOAD_SIZE || hdr[14] > 7 ||
+            ((f & FLAG_FIRST) != 0) != (pos == h)) {
+            /* nothing published, a very long message, or a slot that breaks the protocol: the
+             * Python path waits, reassembles or reports */
             PyBuffer_Release(&view);
             return forward_recv(self, args, nargsf, kwnames);
         }
+        if (pos == h) {
+            seq = s;
+            flags = f;
+            agent = hdr[14];
+            memcpy(&sid, hdr + 16, 4);
+            memcpy(&mid, hdr + 20, 4);
+            memcpy(&ts, hdr + 24, 8);
+        }
+        lens[pos - h] = n;
         total += n;
         pos++;
         if (!(f & FLAG_CONTINUES)) break;
     }
-    /* Pass 2: copy the payload(s); the slots stay ours until head is released below. */
+    /* Pass 2: copy the payload(s), each of the length validated in pass 1; the slots stay ours
+     * until head is released below (a hostile writer can only change which bytes we copy). */
     PyObject *data = PyBytes_FromStringAndSize(NULL, total);
     if (data == NULL) {
         PyBuffer_Release(&view);
@@ -540,21 +577,9 @@ static PyObject *Reader_recv(Reader *self, PyObject *const *args, Py_ssize_t nar
     }
     char *out = PyBytes_AS_STRING(data);
     for (long long p = h; p < pos; p++) {
-        const unsigned char *slot = (const unsigned char *)view.buf + lane->base + ((p & mask) << 8);
-        uint32_t n;
-        memcpy(&n, slot + 8, 4);
-        memcpy(out, slot + HEADER_SIZE, n);
-        out += n;
+        memcpy(out, lanebuf + ((p & mask) << 8) + HEADER_SIZE, lens[p - h]);
+        out += lens[p - h];
     }
-    uint64_t seq, ts;
-    uint32_t sid, mid;
-    uint16_t flags;
-    memcpy(&seq, first + 0, 8);
-    memcpy(&flags, first + 12, 2);
-    uint8_t agent = first[14];
-    memcpy(&sid, first + 16, 4);
-    memcpy(&mid, first + 20, 4);
-    memcpy(&ts, first + 24, 8);
     if (pos - h > 1) { /* consumer-owned statistics words: single writer, no ordering needed */
         uint64_t *extra = &words[lane->words + L_CONSUMER_EXTRA], *joined = &words[lane->words + L_REASSEMBLED];
         __atomic_store_n(extra, __atomic_load_n(extra, __ATOMIC_RELAXED) + (uint64_t)(pos - h - 1), __ATOMIC_RELAXED);
@@ -662,6 +687,132 @@ static PyTypeObject ReaderType = {
     .tp_getset = Reader_getset,
 };
 
+
+/* ---------------------------------------------------------------------------------------- */
+/* The fault guard: a shrunk segment becomes a BrokenError, never a SIGBUS.                  */
+/*
+ * Another process (of the same user: attach refuses other users' segments) can truncate a
+ * segment under our mapping; touching a page past the new end of the file then raises SIGBUS,
+ * which kills the process.  No check before an access can close that race, so the guard
+ * handles the fault: a SIGBUS whose address lies in a registered mapping gets that page
+ * replaced by a private zero page (the faulting access is then retried and succeeds), and the
+ * mapping is marked "tripped"; the ring's slow paths see the mark and raise BrokenError.  Zero
+ * pages read as "nothing published" or as slots that break the protocol, never as messages.
+ * A tmpfs that runs out of space also raises SIGBUS on a first touch, and is handled the same.
+ * Faults outside the registered mappings go to the handler that was installed before (for
+ * instance faulthandler's) or to the default action, exactly as without the guard.  The pure-
+ * Python hot paths are guarded too: the guard is installed whenever this module is built.
+ */
+
+#define MAX_GUARDED 1024
+
+typedef struct {
+    uintptr_t start; /* 0: a free entry */
+    uintptr_t end;
+    int tripped;
+} Guarded;
+
+static Guarded guarded[MAX_GUARDED];
+static struct sigaction previous_bus;
+static int guard_installed = 0;
+static uintptr_t page_size = 4096;
+
+static void on_sigbus(int sig, siginfo_t *info, void *ctx) {
+    if (info != NULL && info->si_code > 0) { /* raised by the kernel for a fault, not by kill() */
+        uintptr_t at = (uintptr_t)info->si_addr;
+        for (int i = 0; i < MAX_GUARDED; i++) {
+            uintptr_t start = __atomic_load_n(&guarded[i].start, __ATOMIC_ACQUIRE);
+            if (start != 0 && start <= at && at < __atomic_load_n(&guarded[i].end, __ATOMIC_RELAXED)) {
+                void *page = (void *)(at & ~(page_size - 1));
+                if (mmap(page, page_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) !=
+                    MAP_FAILED) {
+                    __atomic_store_n(&guarded[i].tripped, 1, __ATOMIC_RELEASE);
+                    return; /* the access is retried on the zero page */
+                }
+                break;
+            }
+        }
+    }
+    if (previous_bus.sa_flags & SA_SIGINFO) {
+        previous_bus.sa_sigaction(sig, info, ctx);
+    } else if (previous_bus.sa_handler != SIG_DFL && previous_bus.sa_handler != SIG_IGN) {
+        previous_bus.sa_handler(sig);
+    } else {
+        /* Not ours, and nobody else's: let the retried fault take the default action. */
+        signal(SIGBUS, SIG_DFL);
+    }
+}
+
+static int install_guard(void) {
+    if (guard_installed) return 0;
+    long ps = sysconf(_SC_PAGESIZE);
+    if (ps > 0) page_size = (uintptr_t)ps;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK | SA_NODEFER;
+    sigemptyset(&sa.sa_mask);
+    if (sigaction(SIGBUS, &sa, &previous_bus) != 0) {
+        PyErr_SetFromErrno(PyExc_OSError);
+        return -1;
+    }
+    guard_installed = 1;
+    return 0;
+}
+
+static PyObject *guard_register(PyObject *module, PyObject *mm) {
+    Py_buffer view;
+    if (PyObject_GetBuffer(mm, &view, PyBUF_SIMPLE) < 0) {
+        return NULL;
+    }
+    uintptr_t start = (uintptr_t)view.buf, end = start + (uintptr_t)view.len;
+    PyBuffer_Release(&view); /* the address stays valid until the mapping is closed */
+    if (install_guard() < 0) {
+        return NULL;
+    }
+    for (int i = 0; i < MAX_GUARDED; i++) {
+        if (guarded[i].start == 0) {
+            guarded[i].tripped = 0;
+            __atomic_store_n(&guarded[i].end, end, __ATOMIC_RELAXED);
+            __atomic_store_n(&guarded[i].start, start, __ATOMIC_RELEASE);
+            return PyLong_FromLong(i);
+        }
+    }
+    return PyLong_FromLong(-1); /* table full: this mapping goes unguarded */
+}
+
+static int guard_slot(PyObject *token) {
+    long i = PyLong_AsLong(token);
+    if (i == -1 && PyErr_Occurred()) return -2;
+    return i >= 0 && i < MAX_GUARDED ? (int)i : -1;
+}
+
+static PyObject *guard_unregister(PyObject *module, PyObject *token) {
+    int i = guard_slot(token);
+    if (i == -2) return NULL;
+    if (i >= 0) {
+        __atomic_store_n(&guarded[i].start, 0, __ATOMIC_RELEASE);
+        __atomic_store_n(&guarded[i].end, 0, __ATOMIC_RELAXED);
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *guard_tripped(PyObject *module, PyObject *token) {
+    int i = guard_slot(token);
+    if (i == -2) return NULL;
+    return PyBool_FromLong(i >= 0 && __atomic_load_n(&guarded[i].tripped, __ATOMIC_ACQUIRE));
+}
+
+static PyMethodDef module_methods[] = {
+    {"guard_register", (PyCFunction)guard_register, METH_O,
+     PyDoc_STR("guard_register(mm, /)\n--\n\nGuard a mapping against SIGBUS; return its token (-1: not guarded).")},
+    {"guard_unregister", (PyCFunction)guard_unregister, METH_O,
+     PyDoc_STR("guard_unregister(token, /)\n--\n\nStop guarding (call before the mapping is closed).")},
+    {"guard_tripped", (PyCFunction)guard_tripped, METH_O,
+     PyDoc_STR("guard_tripped(token, /)\n--\n\nWhether a fault in the mapping was absorbed (it lost pages).")},
+    {NULL},
+};
+
 /* ---------------------------------------------------------------------------------------- */
 
 static struct PyModuleDef fastring_module = {
@@ -669,6 +820,7 @@ static struct PyModuleDef fastring_module = {
     .m_name = "flowplex.transport._fastring",
     .m_doc = PyDoc_STR("C hot paths of the ring transport (optional; the pure-Python path is equivalent)."),
     .m_size = -1,
+    .m_methods = module_methods,
 };
 
 PyMODINIT_FUNC PyInit__fastring(void) {

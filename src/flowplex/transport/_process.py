@@ -10,6 +10,10 @@ that pid and that start time exists.  Where ``/proc`` is missing the check falls
 from __future__ import annotations
 
 import os
+from typing import Final
+
+_PID_MAX: Final = 1 << 22
+"""Linux's upper bound for ``pid_max`` (``PID_MAX_LIMIT`` on 64-bit machines)."""
 
 
 def _stat_fields(pid: int) -> list[str] | None:
@@ -25,7 +29,7 @@ def _stat_fields(pid: int) -> list[str] | None:
 def start_time(pid: int) -> int:
     """The start time of ``pid`` in clock ticks since boot, or 0 when unknown."""
     fields = _stat_fields(pid)
-    if fields is None or len(fields) < 20:
+    if fields is None or len(fields) < 20 or not fields[19].isdigit():
         return 0
     return int(fields[19])
 
@@ -36,7 +40,7 @@ def is_alive(pid: int, started: int) -> tuple[bool, OSError | None]:
     Returns:
         ``(alive, cause)`` where ``cause`` is the ``OSError`` that proved the death, if any.
     """
-    if pid <= 0:
+    if not 0 < pid <= _PID_MAX:  # a pid no process can have: a corrupt or hostile registry word
         return False, None
     try:
         os.kill(pid, 0)
@@ -49,4 +53,7 @@ def is_alive(pid: int, started: int) -> tuple[bool, OSError | None]:
         return True, None  # no /proc: trust kill()
     if fields[0] in ("Z", "X"):
         return False, None
-    return not (started and int(fields[19]) != started), None
+    try:
+        return not (started and int(fields[19]) != started), None
+    except (IndexError, ValueError):  # a /proc line we cannot read: trust kill()
+        return True, None

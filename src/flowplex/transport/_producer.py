@@ -10,6 +10,11 @@ of a message.  Full is decided from the producer's cached copy of the consumer's
 re-read (acquire) only when the cache says the lane is full, so the hot path reads no shared
 word at all.  Nothing but the tail is written per message: the statistics are derived from the
 tail and from counters that only the slow paths (fragmenting, rejecting) touch.
+
+A dead consumer is noticed on the slow paths, whatever the policy: ``block`` while it waits,
+``reject`` when the lane is full (instead of rejecting forever), ``drop_oldest`` (all of whose
+sends are slow) at most every 50 ms.  ``send`` then raises ``BrokenError``, so no producer keeps
+"sending" into a ring that nobody will read again.
 """
 
 from __future__ import annotations
@@ -22,10 +27,10 @@ from typing import TYPE_CHECKING, Final, Protocol, final
 
 import numpy as np
 
-from ..errors import ClosedError, Timeout, UsageError
+from ..errors import BrokenError, ClosedError, Timeout, UsageError
 from . import _accel
 from . import _layout as lay
-from ._core import RingCore
+from ._core import MAX_POSITION, U64, RingCore
 from ._format import AgentType
 from ._fragment import cut_points
 from ._wait import Backoff
@@ -39,6 +44,7 @@ _U32: Final = 0xFFFFFFFF
 _U64: Final = (1 << 64) - 1
 _DROP_OLDEST: Final = lay.FULL_POLICY_CODES["drop_oldest"]
 _now = time.time_ns
+_PEER_CHECK_EVERY_S: Final = 0.05
 
 
 def _close_lane(core: RingCore, lane: int) -> None:
@@ -59,6 +65,7 @@ class Producer:
         "__weakref__",
         "_base",
         "_closed",
+        "_peer_checked",
         "_core",
         "_finalizer",
         "_head_i",
@@ -92,6 +99,10 @@ class Producer:
         self._tail_i = core.lane_word(self.lane, lay.L_TAIL)
         self._head_i = core.lane_word(self.lane, lay.L_HEAD)
         tail = w.load(self._tail_i)
+        if tail > MAX_POSITION:
+            core.close_lane(self.lane)
+            what = f"lane {self.lane}'s tail word holds {tail}"
+            raise core.corrupt(what)
         # msg_id continues the lane's message count, so the consumer can count gaps.
         msg = (tail - w.load(core.lane_word(self.lane, lay.L_EXTRA_SLOTS))) & _U32
         # tail, limit (cached head + capacity), extra slots of fragmented messages so far; the
@@ -107,7 +118,12 @@ class Producer:
         hot.tail, hot.limit, hot.extra = tail, -1, tail - msg
         self._hot = hot
         self._closed = False
-        self._refresh_limit()
+        self._peer_checked = 0.0
+        try:
+            self._refresh_limit()
+        except BrokenError:
+            core.close_lane(self.lane)
+            raise
         py_send = _make_send(self)
         if writer is None:
             self.send = py_send
@@ -123,12 +139,26 @@ class Producer:
 
     def _refresh_limit(self) -> int:
         """Re-read the consumer's head; return the lane occupancy.  Drop_oldest never limits."""
-        head = self._core.words.load(self._head_i)
         if self._core.policy == lay.FULL_POLICY_CODES["drop_oldest"]:
             self._hot.limit = -1  # every send takes the seqlock path
-        else:
-            self._hot.limit = head + self._core.capacity
+            return self._hot.tail - self._core.words.load(self._head_i)
+        head = self._load_head()
+        self._hot.limit = head + self._core.capacity
         return self._hot.tail - head
+
+    def _load_head(self) -> int:
+        """The consumer's head (acquire), checked: under reject and block it is never ahead of
+        our tail nor more than a lane behind it.
+
+        Raises:
+            BrokenError: the word holds something else (a corrupt or hostile segment).
+        """
+        head = self._core.words.load(self._head_i)
+        tail = self._hot.tail
+        if not tail - self._core.capacity <= head <= tail:
+            msg = f"producer {self.lane}: the consumer's head {head} is impossible (tail {tail})"
+            raise self._core.corrupt(msg)
+        return head
 
     def _send_slow(
         self,
@@ -161,12 +191,14 @@ class Producer:
             )
             raise UsageError(msg)
         if core.policy == _DROP_OLDEST:
+            self._check_consumer()
             self._write_overwriting(data, ends, flags, stream_id, agent_type, ts)
         else:
             if self._hot.tail + k > self._hot.limit:
                 self._note_hwm(self._refresh_limit())
             if self._hot.tail + k > self._hot.limit:
                 if core.policy == lay.FULL_POLICY_CODES["reject"]:
+                    self._check_consumer()
                     self._count(lay.L_REJECTED)
                     return False
                 try:
@@ -178,6 +210,20 @@ class Producer:
         self._note_hwm(self._hot.tail - core.words.load(self._head_i))
         return True
 
+    def _check_consumer(self) -> None:
+        """Raise ``BrokenError`` if the consumer closed or died (checked at most every 50 ms).
+
+        A consumer that has not registered yet is no failure: it may still come.
+        """
+        now = time.monotonic()
+        if now - self._peer_checked < _PEER_CHECK_EVERY_S:
+            return
+        self._peer_checked = now
+        core = self._core
+        err = core.consumer_gone() or core.intact()
+        if err is not None:
+            raise err
+
     def _wait_for_room(self, k: int, backoff: Backoff, timeout: float | None) -> None:
         """Poll the consumer's head until ``k`` slots are free (``block`` policy).
 
@@ -187,7 +233,6 @@ class Producer:
         accepts ``k`` slots so a nearly idle consumer costs no extra latency.
         """
         core = self._core
-        load = core.words.load
         polls = 0
         hysteresis = max(k, core.capacity >> 3)
         while self._hot.tail + (k if polls == 0 else hysteresis) > self._hot.limit:
@@ -199,7 +244,7 @@ class Producer:
                 gone = core.consumer_gone()
                 if gone is not None:
                     raise gone
-            self._hot.limit = load(self._head_i) + core.capacity
+            self._hot.limit = self._load_head() + core.capacity
 
     def _write(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
         pack, mm, mask, base, lane = self._pack, self._mm, self._mask, self._base, self.lane
@@ -253,7 +298,7 @@ class Producer:
         # Producer-owned statistics word: single writer, no ordering needed.
         plain = self._core.words.plain
         i = self._lane_w + word
-        plain[i] = plain[i] + n
+        plain[i] = (plain[i] + n) & U64
 
     def _note_hwm(self, occupancy: int) -> None:
         plain = self._core.words.plain
@@ -327,6 +372,7 @@ class Producer:
             if k <= 0:
                 unsent = total - sent if ends is None else len(ends) - int(np.searchsorted(ends, sent, side="right"))
                 if core.policy == lay.FULL_POLICY_CODES["reject"]:
+                    self._check_consumer()
                     self._count(lay.L_REJECTED, unsent)
                     break
                 try:
@@ -397,6 +443,7 @@ class Producer:
     def _send_array_overwriting(self, rows: NDArray[np.void]) -> int:
         from ._batch import messages_from_rows
 
+        self._check_consumer()
         sent = 0
         for m in messages_from_rows(rows):
             ends = [len(m.data)] if len(m.data) <= lay.PAYLOAD_SIZE else cut_points(m.data)

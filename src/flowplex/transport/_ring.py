@@ -31,8 +31,8 @@ import enum
 import logging
 from typing import Final, final
 
-from .._shm import Segment, check_name, new_name
-from ..errors import ClosedError, UsageError
+from .._shm import Segment, check_name, new_name, reclaim_dead
+from ..errors import BrokenError, ClosedError, UsageError
 from . import _layout as lay
 from ._consumer import Consumer
 from ._core import RingCore, this_process
@@ -131,7 +131,9 @@ class Ring:
         Args:
             capacity: Slots per producer lane, a power of two.  4096 slots hold 4096 short
                 messages (about 900 KiB of payload) per producer; if in doubt, use 4096.
-            name: The segment name under ``/dev/shm``; a unique one is generated if omitted.
+            name: The segment name under ``/dev/shm``; if omitted (if in doubt, omit it), a
+                unique, unguessable one is generated.  Either way the segment is created
+                exclusively (``O_EXCL``) with mode 0600.
             full_policy: ``"reject"``, ``"block"`` or ``"drop_oldest"`` (see ``FullPolicy``).
             max_producers: Lanes, i.e. producers that can be registered at once.
 
@@ -145,6 +147,9 @@ class Ring:
             msg = f"Ring.create(max_producers={max_producers!r}): expected an int in 1..{lay.MAX_PRODUCERS}"
             raise UsageError(msg)
         name = new_name() if name is None else check_name(name)
+        # Segments whose creator died with its resource tracker (a SIGKILL of the whole
+        # process group) would stay in /dev/shm for good; the next ring created reclaims them.
+        reclaim_dead(("ring",))
         seg = Segment.create(name, lay.segment_size(capacity, max_producers))
         try:
             lay.GLOBAL_HEADER_STRUCT.pack_into(
@@ -158,15 +163,31 @@ class Ring:
         return cls._from_segment(seg, capacity, max_producers, policy)
 
     @classmethod
-    def attach(cls, name: str) -> Ring:
+    def attach(cls, name: str, *, trust_foreign: bool = False) -> Ring:
         """Open an existing ring (from any process) by name.
 
+        Only a segment that the calling user owns and that no other user can read or write is
+        opened: anyone can create a file under a guessed name in ``/dev/shm``, and a consumer
+        attached to an impostor's segment would show forged messages, a producer would hand
+        every message to the impostor.
+
+        Args:
+            name: The ring's name (``Ring.name`` of the creating handle).
+            trust_foreign: Also open a segment that belongs to another user or is open to other
+                users; only for a segment shared between users on purpose (its creator must
+                have widened its mode).  If in doubt, leave it False.
+
         Raises:
-            UsageError: no ring of that name, or the segment is not a flowplex ring.
+            UsageError: no ring of that name, the segment fails the trust check, or it is not
+                a flowplex ring.
+            BrokenError: the segment's header is corrupt or the segment is shorter than it says.
         """
+        if not isinstance(trust_foreign, bool):
+            msg = f"Ring.attach(trust_foreign={trust_foreign!r}): expected True or False"
+            raise UsageError(msg)
         name = check_name(name)
         try:
-            seg = Segment.attach(name)
+            seg = Segment.attach(name, trust_foreign=trust_foreign, what="Ring.attach")
         except FileNotFoundError:
             msg = f"Ring.attach(name={name!r}): no such ring; was it created (and not yet unlinked)?"
             raise UsageError(msg) from None
@@ -180,9 +201,24 @@ class Ring:
                     f"version {lay.VERSION} (magic {magic!r}, version {version})"
                 )
                 raise UsageError(msg)
+            bad_geometry = (
+                not 1 <= capacity <= lay.MAX_CAPACITY
+                or capacity & (capacity - 1)
+                or not 1 <= max_producers <= lay.MAX_PRODUCERS
+                or policy not in lay.FULL_POLICY_CODES.values()
+            )
+            if bad_geometry:
+                msg = (
+                    f"Ring.attach(name={name!r}): the header of /dev/shm/{name} is corrupt "
+                    f"(capacity {capacity}, max_producers {max_producers}, policy code {policy})"
+                )
+                raise BrokenError(msg)
             if len(seg.mm) < lay.segment_size(capacity, max_producers):
-                msg = f"Ring.attach(name={name!r}): the segment is truncated"
-                raise UsageError(msg)
+                msg = (
+                    f"Ring.attach(name={name!r}): the segment is truncated ({len(seg.mm)} bytes, its "
+                    f"header says {lay.segment_size(capacity, max_producers)})"
+                )
+                raise BrokenError(msg)
         except BaseException:
             seg.close()
             raise
