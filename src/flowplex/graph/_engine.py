@@ -297,18 +297,18 @@ class Engine:
     def _failure_report(self, executor: Executor) -> Callable[[object, BaseException, str], None]:
         """The ``set_on_failure`` report of ``executor``: ``thread_failed``, naming a node."""
 
-        # Weakly: the executor's threads live until shutdown, and must not keep a dropped
-        # graph (and the arrays it holds) alive through this closure.
+        # The engine weakly: the executor's threads live until shutdown, and must not keep a
+        # dropped graph (and the arrays it holds) alive through this closure. The executor
+        # strongly (a compiled one takes no weak reference): the cycle it makes with its own
+        # report is the garbage collector's to free.
         engine = weakref.ref(self)
-        executor_ref = weakref.ref(executor)
 
         def report(arg: object, exc: BaseException, where: str) -> None:
             eng = engine()
             if eng is None:
                 return
             owner = getattr(arg, "_owner", None)  # a task's argument is a context of its node
-            ex = executor_ref()
-            node = owner if owner in eng.nodes else next((n for n in eng.nodes if n.executor is ex), None)
+            node = owner if owner in eng.nodes else next((n for n in eng.nodes if n.executor is executor), None)
             eng.thread_failed(node, exc, where, arg is not None)
 
         return report
