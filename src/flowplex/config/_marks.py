@@ -244,7 +244,8 @@ def _record(root: Node, source: Source) -> None:
                 stack.append((item, (*path, index), False))
 
 
-_QUOTED: Final = re.compile(r"'[^']{2,}'")
+_QUOTED: Final = re.compile(r"'[^']*'")
+"""A quoted piece of a parser message, matched left to right (``expected ',' or '}'`` is two)."""
 
 
 def _redact(text: str) -> str:
@@ -253,7 +254,7 @@ def _redact(text: str) -> str:
     The file may be no YAML at all (a password file given as ``include``); a single quoted
     character (``found character '\t'``) is kept, escaped.
     """
-    return escape_controls(_QUOTED.sub("'...'", text))
+    return escape_controls(_QUOTED.sub(lambda m: m[0] if len(m[0]) <= 3 else "'...'", text))
 
 
 def _parse_failed(exc: yaml.YAMLError, name: str | None) -> ConfigError:
