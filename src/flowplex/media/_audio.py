@@ -9,7 +9,7 @@ from typing import Any, Final, final
 from ..errors import RunError, UsageError
 from ..kernels import CloseReason, Context, Contract, Kernel, kernel
 from ..packets import Packet, TypeId
-from ._common import Options, Pacer, import_soundfile, option_error
+from ._common import Options, Pacer, import_soundfile, option_error, step_source
 
 log = logging.getLogger(__name__)
 
@@ -88,20 +88,7 @@ class AudioFileSource(Kernel):
         self._position = 0
 
     def process(self, cc: Context) -> None:
-        if self._pending is None:
-            self._pending = self._next_chunk(cc)
-            if self._pending is None:
-                cc.source_done()
-                return
-        packet, ts = self._pending
-        if self._pacer is not None:
-            wait = self._pacer.wait_s(ts)
-            if wait > 0:
-                cc.source_yield(wait)
-                return
-        self._pending = None
-        cc.emit(0, packet, ts)
-        cc.source_yield(0.0)
+        self._pending = step_source(cc, self._pending, self._next_chunk, self._pacer)
 
     def _next_chunk(self, cc: Context) -> tuple[Packet, int] | None:
         import numpy as np

@@ -5,14 +5,18 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from types import ModuleType
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from .._suggest import suggest
 from ..errors import ConfigError
 from ..kernels import Context
 
-__all__ = ["INSTALL_HINT", "Options", "Pacer", "import_av", "import_soundfile", "option_error"]
+if TYPE_CHECKING:
+    from ..packets import Packet
+
+__all__ = ["INSTALL_HINT", "Options", "Pacer", "import_av", "import_soundfile", "option_error", "step_source"]
 
 INSTALL_HINT: Final = "pip install 'flowplex[media]'"
 """The line that installs the media extra (PyAV and soundfile)."""
@@ -169,3 +173,27 @@ class Pacer:
             self._t0, self._ts0 = now, ts
             return 0.0
         return max(0.0, self._t0 + (ts - self._ts0) / 1e6 - now)
+
+
+def step_source(cc: Context, pending: tuple[Packet, int] | None,
+                next_item: Callable[[Context], tuple[Packet, int] | None],
+                pacer: Pacer | None) -> tuple[Packet, int] | None:
+    """One ``process`` call of a file source: emit the next item once its time is due.
+
+    Returns the item still waiting for its time (``realtime``), else ``None``; the source is
+    done when ``next_item`` has nothing more.
+    """
+    if pending is None:
+        pending = next_item(cc)
+        if pending is None:
+            cc.source_done()
+            return None
+    packet, ts = pending
+    if pacer is not None:
+        wait = pacer.wait_s(ts)
+        if wait > 0:
+            cc.source_yield(wait)
+            return pending
+    cc.emit(0, packet, ts)
+    cc.source_yield(0.0)
+    return None

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 from ..errors import ConfigError, RunError
 from ..kernels import Context, Contract, Kernel, kernel
-from ._common import Options, Pacer, import_av, option_error
+from ._common import Options, Pacer, import_av, option_error, step_source
 
 if TYPE_CHECKING:
     import numpy as np
@@ -248,20 +248,7 @@ class VideoFileSource(Kernel):
         self._pass_first_us = None
 
     def process(self, cc: Context) -> None:
-        if self._pending is None:
-            self._pending = self._next_frame(cc)
-            if self._pending is None:
-                cc.source_done()
-                return
-        packet, ts = self._pending
-        if self._pacer is not None:
-            wait = self._pacer.wait_s(ts)
-            if wait > 0:
-                cc.source_yield(wait)
-                return
-        self._pending = None
-        cc.emit(0, packet, ts)
-        cc.source_yield(0.0)
+        self._pending = step_source(cc, self._pending, self._next_frame, self._pacer)
 
     def _next_frame(self, cc: Context) -> tuple[Packet, int] | None:
         """The next frame in range as a packet and its timestamp; None at the end of the last pass."""
