@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import FailureReport, Inbox, Task, TaskStats
+from ._protocol import FailureReport, Inbox, Task, TaskStats, report_failure
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +139,7 @@ class InlineExecutor:
     def _report(self, arg: object, exc: BaseException) -> None:
         """Hand what escaped a background task to the engine; the thread must not die of it."""
         where = f"background thread `{threading.current_thread().name}` of executor `{self.name}`"
-        report = self._on_failure
-        if report is None:
-            log.error("%s: %s: %s (no engine to report it to)", where, type(exc).__name__, exc)
-            return
-        try:
-            report(arg, exc, where)
-        except Exception:
-            log.exception("%s: reporting %r failed", where, exc)
+        report_failure(self._on_failure, arg, exc, where, log)
 
     def start(self) -> None:
         """Nothing to start: the background thread starts with the first background task."""

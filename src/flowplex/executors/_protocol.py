@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
@@ -18,6 +19,19 @@ FailureReport = Callable[[object, BaseException, str], None]
 """``report(arg, exc, where)``: an executor's own thread caught ``exc`` (see ``Executor``):
 ``arg`` is the argument of the task that raised (None outside a task), ``where`` names the
 thread. The engine fails the graph with it, naming the node."""
+
+
+def report_failure(report: FailureReport | None, arg: object, exc: BaseException, where: str,
+                   log: logging.Logger) -> None:
+    """Hand what escaped a task on an executor thread to the engine (``set_on_failure``); the
+    thread must survive it, so a failing report is only logged (on the executor's ``log``)."""
+    if report is None:
+        log.error("%s: %s: %s (no engine to report it to)", where, type(exc).__name__, exc)
+        return
+    try:
+        report(arg, exc, where)
+    except Exception:
+        log.exception("%s: reporting %r failed", where, exc)
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import FailureReport, Inbox, Task, TaskStats
+from ._protocol import FailureReport, Inbox, Task, TaskStats, report_failure
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class ThreadPoolExecutor:
         try:
             self._pin(i)
         except BaseException as exc:  # e.g. an affinity the OS cannot even represent (OverflowError)
-            self._report(None, exc, f"{where}, setting its affinity/priority")
+            report_failure(self._on_failure, None, exc, f"{where}, setting its affinity/priority", log)
         ran = 0  # 1 after a task: the count of running workers drops with the next lock take
         while True:
             with self._lock:
@@ -110,17 +110,8 @@ class ThreadPoolExecutor:
             try:
                 fn(arg)
             except BaseException as exc:
-                self._report(arg, exc, where)
+                report_failure(self._on_failure, arg, exc, where, log)
 
-    def _report(self, arg: object, exc: BaseException, where: str) -> None:
-        report = self._on_failure
-        if report is None:
-            log.error("%s: %s: %s (no engine to report it to)", where, type(exc).__name__, exc)
-            return
-        try:
-            report(arg, exc, where)
-        except Exception:  # the report itself must not end the worker
-            log.exception("%s: reporting %r failed", where, exc)
 
     def _pin(self, i: int) -> None:
         # Best effort, like lm-flow: silently keep the defaults without permission.
