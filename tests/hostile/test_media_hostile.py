@@ -296,6 +296,17 @@ def test_a_file_whose_only_frames_are_cut_fails_the_run(av: Any, tmp_path: Path,
     assert evidence in message and message.endswith("): the file is truncated or damaged")
 
 
+@pytest.mark.parametrize(("start_s", "end_s", "shown"), [(5.0, None, "[5 s, end)"), (0.005, 0.01, "[0.005 s, 0.01 s)")])
+def test_a_range_that_holds_no_frame_warns(av: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture, start_s: float,
+                                           end_s: float | None, shown: str) -> None:
+    path = tmp_path / "clip.mkv"
+    write_video(path, 3, codec="libx264")
+    options: dict[str, object] = {"start_s": start_s} if end_s is None else {"start_s": start_s, "end_s": end_s}
+    with caplog.at_level("WARNING", logger="flowplex"):
+        assert run_graph(graph_yaml("VideoFileSource", path=str(path), **options)) == []
+    assert warnings(caplog) == [f"[src] '{path}': no frame is presented in the range {shown}"]
+
+
 def test_flowplex_run_shows_the_truncation_warning_from_a_process_pool(av: Any, tmp_path: Path) -> None:
     path = tmp_path / "clip.y4m"
     data = write_video(path, 3, fmt="yuv4mpegpipe")
@@ -339,11 +350,22 @@ def test_a_wav_that_holds_none_of_its_samples_fails_open(sf: Any, tmp_path: Path
         "holds 0 (truncated)")
 
 
-def test_a_whole_wav_gives_no_warning(sf: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    path = tmp_path / "a.wav"
-    sf.write(str(path), np.zeros((3000, 2), np.float32), 8000)
-    with caplog.at_level("WARNING", logger="flowplex"):
-        assert sum(len(p.as_numpy()) for p in run_graph(graph_yaml("AudioFileSource", path=str(path)))) == 3000
+def test_an_ogg_cut_in_half_fails_open_instead_of_giving_nothing(sf: Any, tmp_path: Path) -> None:
+    whole = tmp_path / "whole.ogg"
+    sf.write(str(whole), np.random.default_rng(0).uniform(-0.5, 0.5, (16000, 1)).astype(np.float32), 16000)
+    path = tmp_path / "cut.ogg"
+    path.write_bytes(whole.read_bytes()[: whole.stat().st_size // 2])
+    assert run_error(graph_yaml("AudioFileSource", path=str(path))).endswith(
+        f"options.path: '{path}' holds no samples: the stream ends before its end mark (libsndfile: Ogg : File ended "
+        "unexpectedly without an End-Of-Stream flag set.) (truncated)")
+
+
+def test_whole_sound_files_give_no_warning(sf: Any, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    for ext in ("wav", "flac", "ogg", "aiff"):
+        path = tmp_path / f"a.{ext}"
+        sf.write(str(path), np.zeros((3000, 2), np.float32), 8000)
+        with caplog.at_level("WARNING", logger="flowplex"):
+            assert sum(len(p.as_numpy()) for p in run_graph(graph_yaml("AudioFileSource", path=str(path)))) == 3000
     assert warnings(caplog) == []
 
 

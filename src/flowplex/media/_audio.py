@@ -20,14 +20,20 @@ DEFAULT_FRAMES_PER_PACKET: Final = 1024
 _HEADER_LIE = re.compile(r"^\s*(data|SSND)\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
 """libsndfile's log line for a data chunk longer than the file (``data : 2000000000 (should be
 1000)``): it reads what is there, and says so only in that log."""
+_CUT_STREAM = re.compile(r"^.*File ended unexpectedly.*$", re.MULTILINE)
+"""libsndfile's log line for an Ogg stream cut before its end-of-stream page."""
 
 
 def _truncation(f: Any) -> str:
-    """What a file's header claims beyond its end, in words ("" when it is whole)."""
-    m = _HEADER_LIE.search(getattr(f, "extra_info", "") or "")
-    if m is None or int(m.group(2)) <= int(m.group(3)):
-        return ""
-    return f"its header declares {int(m.group(2))} bytes of samples, the file holds {int(m.group(3))}"
+    """What libsndfile's log says is missing from the file, in words ("" when it is whole)."""
+    info = getattr(f, "extra_info", "") or ""
+    m = _HEADER_LIE.search(info)
+    if m is not None and int(m.group(2)) > int(m.group(3)):
+        return f"its header declares {int(m.group(2))} bytes of samples, the file holds {int(m.group(3))}"
+    m = _CUT_STREAM.search(info)
+    if m is not None:
+        return f"the stream ends before its end mark (libsndfile: {' '.join(m.group(0).split())})"
+    return ""
 
 
 def chunk_ts(sample_index: int, sample_rate: int) -> int:

@@ -376,9 +376,10 @@ class VideoFileSource(Kernel):
             start_us = None if self._start_s is None else self._start_s * 1e6
             if frame is not None and file_us is not None and start_us is not None and file_us < start_us:
                 continue  # decoded from the key frame before start_s
-            if frame is None and self._pass == 0:
-                self._check_complete(cc)
-            if frame is None or (file_us is not None and self._end_s is not None and file_us >= self._end_s * 1e6):
+            past_end = file_us is not None and self._end_s is not None and file_us >= self._end_s * 1e6
+            if (frame is None or past_end) and self._pass == 0:
+                self._check_complete(cc, at_eof=frame is None)
+            if frame is None or past_end:
                 try:
                     more = self._next_pass()
                 except RunError as exc:
@@ -407,10 +408,10 @@ class VideoFileSource(Kernel):
                     "trusted and its frames are larger")
         return f"{where}decoding {self._shown!r} failed after {self._emitted} frames: {exc}"
 
-    def _check_complete(self, cc: Context) -> None:
-        """At the end of the file (first pass): warn when it looks truncated; fail when it
-        yielded no frame at all."""
-        missing = self._missing()
+    def _check_complete(self, cc: Context, *, at_eof: bool) -> None:
+        """At the end of the first pass: warn when the file looks truncated (``at_eof``: the
+        pass read it to its end) or the range held no frame; fail when it yielded no frame at all."""
+        missing = self._missing() if at_eof else ""
         ranged = self._start_s is not None or self._end_s is not None
         if self._emitted == 0 and not ranged:
             what = f"; {missing}" if missing else ""
