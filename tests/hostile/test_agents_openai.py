@@ -4,12 +4,14 @@ error line, in bounded memory and time."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import gzip
 import itertools
 import json
 import os
 import resource
+import socket
 import subprocess
 import sys
 import threading
@@ -293,3 +295,90 @@ def test_events_parse_the_same_however_the_body_is_cut(events: list[list[str]], 
     got = list(_events(_Pieces(pieces)))  # type: ignore[arg-type]
     # An event whose data is empty carries no chunk: it is not reported (nor is a keep-alive).
     assert got == [("message", "\n".join(lines)) for lines in events if "\n".join(lines)]
+
+
+def chunked(head: bytes) -> object:
+    """A 200 event stream in chunked encoding whose first chunk starts with ``head``."""
+    def respond(h: BaseHTTPRequestHandler, attempt: int) -> None:
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        with contextlib.suppress(OSError):
+            h.wfile.write(head)
+
+    return respond
+
+
+def test_a_100_kb_chunk_header_is_cut_as_error_bodies_are(server: Server, caplog: pytest.LogCaptureFixture) -> None:
+    server.behaviour = chunked(b"z" * 100_000 + b"\r\n")  # type: ignore[assignment]
+    with caplog.at_level("DEBUG", logger="flowplex"):
+        chunks = run_source("OpenAIStreamSource", options(server))
+    end = chunks[-1][1]
+    assert end.is_end and not end.ok
+    assert "connection failed: illegal chunk header: bytearray(b'zzz" in end.text
+    assert "\n" not in end.text and len(end.text) < 500, len(end.text)
+    assert caplog.records and max(len(r.getMessage()) for r in caplog.records) < 1000
+
+
+_USER, _PASSWORD, _TOKEN = "alice", "s3cr3t-pw", "tok-5e5e5e"
+
+
+@pytest.mark.parametrize("fail_on_error", [False, True], ids=["in-stream", "fail-on-error"])
+@pytest.mark.parametrize("failure", ["http-500", "chunk-header", "refused"])
+def test_credentials_in_base_url_are_never_shown(server: Server, caplog: pytest.LogCaptureFixture,
+                                                capfd: pytest.CaptureFixture[str], failure: str,
+                                                fail_on_error: bool) -> None:
+    base = server.base_url.replace("http://", f"http://{_USER}:{_PASSWORD}@") + f"?api_key={_TOKEN}"
+    if failure == "refused":  # a port nobody listens on: httpx's own error text
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        base = f"http://{_USER}:{_PASSWORD}@127.0.0.1:{port}/v1?api_key={_TOKEN}"
+    server.behaviour = (canned(500, {}, f"overloaded {base}".encode()) if failure == "http-500"  # type: ignore[assignment]
+                        else chunked(b"z" * 5000 + base.encode() + b"\r\n"))
+    opts = {**options(server), "base_url": base, "fail_on_error": fail_on_error}
+    got: list[str] = []
+    with caplog.at_level("DEBUG", logger="flowplex"):
+        try:
+            got = [c.text for _, c in run_source("OpenAIStreamSource", opts)]
+        except flowplex.KernelError as exc:
+            assert fail_on_error
+            got = [str(exc)]
+    shown = [*got, *(r.getMessage() for r in caplog.records), *capfd.readouterr()]
+    assert got and any("http://***@127.0.0.1:" in text and "?api_key=***" in text for text in got), got
+    for text in shown:
+        assert _PASSWORD not in text and _TOKEN not in text and f"{_USER}:" not in text, text
+    if failure != "refused":  # the credentials still go to the server: as Basic auth and in the query
+        path, headers, _ = server.requests[0]
+        assert path == f"/v1/chat/completions?api_key={_TOKEN}"
+        assert headers["Authorization"] == "Basic " + base64.b64encode(f"{_USER}:{_PASSWORD}".encode()).decode()
+
+
+def test_an_invalid_base_url_with_credentials_is_redacted_in_the_option_error() -> None:
+    with pytest.raises(flowplex.KernelError) as info:
+        run_source("OpenAIStreamSource", {"base_url": f"http://{_USER}:{_PASSWORD}@[::1/v1", "model": "m",
+                                          "prompt": "p"})
+    assert "options.base_url: 'http://***@[::1/v1' is not a valid URL" in str(info.value)
+    assert _PASSWORD not in str(info.value)
+
+
+@pytest.mark.parametrize(("choices", "what"), [
+    ({"delta": {"content": "x"}}, "an object"), (None, "null"), ("x", "a string"), (5, "a number"),
+    (True, "a boolean"),
+])
+def test_choices_of_the_wrong_type_say_so(server: Server, choices: object, what: str) -> None:
+    body = f"data: {json.dumps({'choices': choices})}\n\n".encode()
+    server.behaviour = canned(200, SSE, body)  # type: ignore[assignment]
+    end = run_source("OpenAIStreamSource", options(server))[-1][1]
+    assert f"the server sent a chat chunk whose 'choices' is {what}, expected a list" in end.text, end.text
+    assert "got an object with keys ['choices']" not in end.text
+
+
+@pytest.mark.parametrize("data", [b"[" * 100_000, b'{"choices": [], "n": ' + b"9" * 5000 + b"}"],
+                         ids=["nested-too-deep", "5000-digit-number"])
+def test_json_that_python_refuses_is_a_malformed_event(server: Server, data: bytes) -> None:
+    server.behaviour = canned(200, SSE, b"data: " + data + b"\n\n")  # type: ignore[assignment]
+    end = run_source("OpenAIStreamSource", options(server))[-1][1]
+    assert end.is_end and not end.ok
+    assert "the server sent a malformed event" in end.text, end.text

@@ -148,4 +148,4 @@ def test_bad_options(av: Any, clip: Path, options: dict[str, Any], message: str)
 def test_an_unknown_option_gets_a_did_you_mean(av: Any, clip: Path) -> None:
     assert _error(path=str(clip), pixfmt="gray8").endswith(
         "options.pixfmt: unknown option; did you mean `pix_fmt`? VideoFileSource takes path, format, demuxer_options, "
-        "pix_fmt, start_s, end_s, loop, realtime")
+        "pix_fmt, start_s, end_s, loop, realtime, timeout_s, max_frame_bytes")

@@ -18,8 +18,10 @@ import json
 import logging
 import os
 import queue
+import re
 import threading
 import time
+import traceback
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -43,7 +45,10 @@ RETRY_STATUS: Final = frozenset({408, 409, 425, 429, 500, 502, 503, 504})
 """HTTP statuses worth another attempt (rate limits, overload, gateway trouble)."""
 _MAX_RETRY_AFTER_S: Final = 30.0
 _MAX_ERROR_BODY: Final = 2000
-"""Bytes of an error body read (and shown, cut to 300 characters): the rest is never read."""
+"""Bytes of an error body read (and shown, cut to ``_MAX_SHOWN`` characters): the rest is never read."""
+_MAX_SHOWN: Final = 300
+"""The most characters of anything the server (or the network library) says that a message
+shows: an error body, an exception's text (h11 quotes a whole 100 KB chunk header)."""
 DEFAULT_MAX_RESPONSE_BYTES: Final = 16 * 1024 * 1024
 DEFAULT_MAX_DURATION_S: Final = 600.0
 _PIECE: Final = 64 * 1024
@@ -63,8 +68,86 @@ class StreamFailure(Exception):
 
 
 @dataclass(frozen=True, slots=True)
+class _Redactor:
+    """Keeps the credentials a URL may carry out of everything shown: messages, packets, logs.
+
+    ``base_url`` may hold a user and password (``http://user:pass@host``: httpx sends them as
+    Basic auth) or a key in its query string (``?api_key=...``); neither belongs in a warning or
+    an answer packet. ``shown`` is the URL with them replaced by ``***``; :meth:`scrub` does the
+    same to any text (an exception from the network library may quote the URL).
+    """
+
+    shown: str
+    """The URL fit to show."""
+    secrets: tuple[tuple[str, str], ...] = ()
+    """``(raw, replacement)`` pairs, longest first."""
+
+    def scrub(self, text: str) -> str:
+        """``text`` with every secret of the URL replaced."""
+        for raw, replacement in self.secrets:
+            text = text.replace(raw, replacement)
+        return text
+
+
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)([^/?#]*)@")
+
+
+def redact_url(url: str) -> _Redactor:
+    """A :class:`_Redactor` for ``url``: its user and password, every query value and the
+    fragment become ``***`` (the names of the query parameters stay, to say what was given).
+
+    Plain string work, so that a URL httpx refuses is redacted too.
+
+    >>> redact_url("http://me:pw@host:8000/v1?api_key=sk-1&api-version=2").shown
+    'http://***@host:8000/v1?api_key=***&api-version=***'
+    >>> redact_url("https://api.openai.com/v1").shown
+    'https://api.openai.com/v1'
+    """
+    from urllib.parse import quote
+
+    secrets: list[tuple[str, str]] = []
+    shown = url
+    m = _USERINFO.match(url)
+    if m:
+        info = m.group(2)
+        shown = m.group(1) + "***@" + url[m.end():]
+        # as given, and as httpx prints it (percent-encoded)
+        secrets += [(f"{info}@", "***@"), (f"{quote(info, safe=':')}@", "***@")]
+    rest, hash_mark, fragment = shown.partition("#")
+    path, question_mark, query = rest.partition("?")
+    if question_mark:
+        items = []
+        for item in query.split("&"):
+            name, equals, value = item.partition("=")
+            if equals and value:
+                items.append(f"{name}=***")
+                secrets.append((item, f"{name}=***"))
+            elif item and not equals:  # a bare token (`?sk-123`): replaced where it follows ? or &
+                items.append("***")
+                secrets += [(f"?{item}", "?***"), (f"&{item}", "&***")]
+            else:
+                items.append(item)
+        path += "?" + "&".join(items)
+    if hash_mark:
+        path += "#***"
+        if fragment:
+            secrets.append((f"#{fragment}", "#***"))
+    secrets.sort(key=lambda pair: -len(pair[0]))
+    return _Redactor(path, tuple(pair for pair in secrets if pair[0]))
+
+
+def _shown(text: str) -> str:
+    """Text from the server or the network library, fit for a one-line message: on one line,
+    at most ``_MAX_SHOWN`` characters."""
+    one_line = " ".join(text.split())
+    return one_line if len(one_line) <= _MAX_SHOWN else one_line[: _MAX_SHOWN - 3] + "..."
+
+
+@dataclass(frozen=True, slots=True)
 class _Request:
     url: str
+    shown_url: str
+    """``url`` with its credentials redacted: the one every message uses."""
     headers: dict[str, str]
     body: dict[str, object]
     timeout_s: float
@@ -86,7 +169,8 @@ class OpenAIStreamSource(Kernel):
     body that is not an event stream, an event that is not a chat chunk, a body that does not
     decode, and a stream that ends without ``[DONE]`` (the answer is truncated) are errors too:
     the stream always ends, and it ends ``ok`` only with a complete answer. Failures are
-    reported in the stream (ERROR, with the server's message) and logged; with
+    reported in the stream (ERROR, with the server's message cut to one line of at most 300
+    characters) and logged; with
     ``fail_on_error`` they fail the graph instead.
 
     Ports: no inputs → output 0 (Str chunks).
@@ -96,7 +180,10 @@ class OpenAIStreamSource(Kernel):
         prompt: The user message. Required.
         system: An optional system message.
         base_url: Default ``https://api.openai.com/v1`` (vLLM/llama.cpp: ``http://host:8000/v1``,
-            Ollama: ``http://localhost:11434/v1``).
+            Ollama: ``http://localhost:11434/v1``). A user and password in it
+            (``http://user:pass@host/v1``) go to the server as Basic auth, a query string
+            (``?api_key=...``) goes with the request; both are shown as ``***`` in every
+            message, packet and log line.
         api_key_env: Environment variable holding the API key (default ``OPENAI_API_KEY``);
             when it is unset no ``Authorization`` header is sent (local servers need none).
         max_tokens, temperature: Passed on when set.
@@ -135,6 +222,8 @@ class OpenAIStreamSource(Kernel):
         self._deadline = float("inf")
         self._max_duration_s = DEFAULT_MAX_DURATION_S
         self._url = ""
+        """The endpoint as shown (credentials redacted)."""
+        self._redactor = _Redactor("")
         self.attempts = 0
         """HTTP attempts made (tests read it)."""
 
@@ -146,14 +235,19 @@ class OpenAIStreamSource(Kernel):
         if not prompt:
             raise option_error(cc, "prompt", "missing; give the user message to send")
         base = cc.option_str("base_url", DEFAULT_BASE_URL).rstrip("/")
+        redactor = redact_url(base)
         if not base.startswith(("http://", "https://")):
-            raise option_error(cc, "base_url", f"expected an http:// or https:// URL, got {base!r}")
+            raise option_error(cc, "base_url", f"expected an http:// or https:// URL, got {redactor.shown!r}")
         import httpx
 
         try:
-            httpx.URL(f"{base}/chat/completions")
+            parsed = httpx.URL(base)
+            # The endpoint goes after the path, before a query string the base URL may carry.
+            url = str(parsed.copy_with(path=parsed.path.rstrip("/") + "/chat/completions"))
         except (httpx.InvalidURL, ValueError) as exc:
-            raise option_error(cc, "base_url", f"{base!r} is not a valid URL: {exc}") from None
+            problem = f"{redactor.shown!r} is not a valid URL: {redactor.scrub(_shown(str(exc)))}"
+            raise option_error(cc, "base_url", problem) from None
+        redactor = redact_url(url)
         messages: list[dict[str, str]] = []
         system = cc.option_str("system", "")
         if system:
@@ -183,11 +277,12 @@ class OpenAIStreamSource(Kernel):
         if max_bytes < 1024:
             raise option_error(cc, "max_response_bytes", f"must be at least 1024, got {max_bytes}")
         request = _Request(
-            url=f"{base}/chat/completions", headers=headers, body=body, timeout_s=timeout_s,
+            url=url, shown_url=redactor.shown, headers=headers, body=body, timeout_s=timeout_s,
             connect_timeout_s=connect_s, retries=retries, backoff_s=max(0.0, cc.option_float("retry_backoff_s", 0.5)),
             max_response_bytes=max_bytes,
         )
-        self._url = request.url
+        self._url = request.shown_url
+        self._redactor = redactor
         self._max_duration_s = max_duration_s
         self._deadline = time.monotonic() + max_duration_s
         self._who = read_identity(cc, cc.node_name, AgentType.ASSISTANT)
@@ -236,6 +331,7 @@ class OpenAIStreamSource(Kernel):
 
     def _end(self, cc: Context, text: str, *, ok: bool) -> None:
         """The end packet (after logging a failure, or raising it with ``fail_on_error``)."""
+        text = self._redactor.scrub(text)  # the messages use the shown URL; this guards the rest
         if not ok:
             cc.log(LogLevel.WARN, text)
             if self._fail:
@@ -260,9 +356,12 @@ class OpenAIStreamSource(Kernel):
         try:
             self._attempts(req)
         except Exception as exc:  # MemoryError, a bug, anything: the stream must still end
-            log.warning("openai.worker.failed url=%s", req.url, exc_info=True)
-            what = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {exc}"
-            self._queue.put(("end", f"POST {req.url}: {what}", False))
+            what = "out of memory" if isinstance(exc, MemoryError) else f"{type(exc).__name__}: {_shown(str(exc))}"
+            what = self._redactor.scrub(what)
+            # The traceback is wanted (this is a bug), but scrubbed: exception texts may quote the URL.
+            trace = self._redactor.scrub("".join(traceback.format_exception(exc)))
+            log.warning("openai.worker.failed url=%s error=%s\n%s", req.shown_url, what, trace)
+            self._queue.put(("end", f"POST {req.shown_url}: {what}", False))
 
     def _attempts(self, req: _Request) -> None:
         import httpx
@@ -292,25 +391,27 @@ class OpenAIStreamSource(Kernel):
             except httpx.TimeoutException as exc:
                 last = StreamFailure(f"{_what_timed_out(exc, req)} ({type(exc).__name__})", retry=True)
             except httpx.DecodingError as exc:
-                last = StreamFailure(f"the response does not decode: {exc or type(exc).__name__}", retry=False)
+                last = StreamFailure(f"the response does not decode: {_shown(str(exc)) or type(exc).__name__}",
+                                     retry=False)
             except httpx.TransportError as exc:
                 if self._stop.is_set():
                     return
-                last = StreamFailure(f"connection failed: {exc or type(exc).__name__}", retry=True)
+                last = StreamFailure(f"connection failed: {_shown(str(exc)) or type(exc).__name__}", retry=True)
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
-                last = StreamFailure(f"{type(exc).__name__}: {exc}", retry=False)
+                last = StreamFailure(f"{type(exc).__name__}: {_shown(str(exc))}", retry=False)
             if streamed or not last.retry or attempt > req.retries:
                 break
             delay = req.backoff_s * 2 ** (attempt - 1)
             if last.retry_after_s is not None:
                 delay = max(delay, min(last.retry_after_s, _MAX_RETRY_AFTER_S))
-            log.info("openai.stream.retry url=%s attempt=%d delay_s=%.2f reason=%s", req.url, attempt, delay, last)
+            log.info("openai.stream.retry url=%s attempt=%d delay_s=%.2f reason=%s", req.shown_url, attempt, delay,
+                     self._redactor.scrub(str(last)))
             if self._stop.wait(delay):
                 return
         assert last is not None
         tries = f"{attempt} attempt" + ("s" if attempt != 1 else "")
         where = "after streaming began" if streamed else f"after {tries}"
-        self._queue.put(("end", f"POST {req.url}: {last} ({where})", False))
+        self._queue.put(("end", f"POST {req.shown_url}: {last} ({where})", False))
 
     def _stream(self, client: httpx.Client, req: _Request) -> Iterator[tuple[str, str]]:
         """``("text", delta)`` for each piece of the answer, then ``("finish", note)`` once the
@@ -446,15 +547,19 @@ def _parse_chunk(event: str, data: str) -> tuple[str, str]:
     event is an error or not shaped like a chunk (``{"choices": [{"delta": {"content": ...}}]}``)."""
     try:
         chunk = json.loads(data)
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # also a 5000-digit number, or [[[[... nested too deep
         msg = f"the server sent a malformed event ({data[:80]!r})"
         raise StreamFailure(msg, retry=False) from None
     if event == "error" or (isinstance(chunk, dict) and "error" in chunk):
         msg = f"the server reported an error: {_error_message(data.encode())}"
         raise StreamFailure(msg, retry=False)
-    if not isinstance(chunk, dict) or not isinstance(chunk.get("choices"), list):
+    if not isinstance(chunk, dict) or "choices" not in chunk:
         got = f"an object with keys {sorted(chunk)[:5]}" if isinstance(chunk, dict) else type(chunk).__name__
         msg = f"the server sent an event that is not a chat chunk (expected an object with 'choices', got {got})"
+        raise StreamFailure(msg, retry=False)
+    if not isinstance(chunk["choices"], list):
+        msg = (f"the server sent a chat chunk whose 'choices' is {_json_type(chunk['choices'])}, expected a list "
+               f"({data[:80]!r})")
         raise StreamFailure(msg, retry=False)
     choices = chunk["choices"]
     if not choices:
@@ -472,6 +577,21 @@ def _parse_chunk(event: str, data: str) -> tuple[str, str]:
     return content or text or "", reason if isinstance(reason, str) else ""
 
 
+def _json_type(value: object) -> str:
+    """What ``value`` is, in JSON's words (an object, a string, null...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, dict):
+        return "an object"
+    if isinstance(value, list):
+        return "a list"
+    return "a string" if isinstance(value, str) else type(value).__name__
+
+
 def _finish_note(reason: str) -> str:
     """The end note of a complete answer: ``done``, or ``done (length)`` when it was cut short
     by ``max_tokens`` (complete as far as the server is concerned)."""
@@ -483,15 +603,15 @@ def _error_message(raw: bytes) -> str:
     text = raw.decode("utf-8", "replace").strip()
     try:
         data = json.loads(text)
-    except json.JSONDecodeError:
-        return text[:300] or "(empty body)"
+    except (ValueError, RecursionError):
+        return _shown(text) or "(empty body)"
     if isinstance(data, dict):
         err = data.get("error", data)
         if isinstance(err, dict) and isinstance(err.get("message"), str):
-            return str(err["message"])[:300]
+            return _shown(str(err["message"]))
         if isinstance(err, str):
-            return err[:300]
-    return text[:300]
+            return _shown(err)
+    return _shown(text)
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -4,18 +4,36 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 from typing import Any, Final, final
 
 from ..errors import RunError, UsageError
 from ..kernels import CloseReason, Context, Contract, Kernel, kernel
 from ..packets import Packet, TypeId
-from ._common import Options, Pacer, import_soundfile, option_error, step_source
+from ._common import Options, Pacer, import_soundfile, option_error, refuse_special_file, step_source, warn
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AudioFileSink", "AudioFileSource", "chunk_ts"]
 
 DEFAULT_FRAMES_PER_PACKET: Final = 1024
+_HEADER_LIE = re.compile(r"^\s*(data|SSND)\s*:\s*(\d+)\s*\(should be (\d+)\)", re.MULTILINE)
+"""libsndfile's log line for a data chunk longer than the file (``data : 2000000000 (should be
+1000)``): it reads what is there, and says so only in that log."""
+_CUT_STREAM = re.compile(r"^.*File ended unexpectedly.*$", re.MULTILINE)
+"""libsndfile's log line for an Ogg stream cut before its end-of-stream page."""
+
+
+def _truncation(f: Any) -> str:
+    """What libsndfile's log says is missing from the file, in words ("" when it is whole)."""
+    info = getattr(f, "extra_info", "") or ""
+    m = _HEADER_LIE.search(info)
+    if m is not None and int(m.group(2)) > int(m.group(3)):
+        return f"its header declares {int(m.group(2))} bytes of samples, the file holds {int(m.group(3))}"
+    m = _CUT_STREAM.search(info)
+    if m is not None:
+        return f"the stream ends before its end mark (libsndfile: {' '.join(m.group(0).split())})"
+    return ""
 
 
 def chunk_ts(sample_index: int, sample_rate: int) -> int:
@@ -58,8 +76,13 @@ class AudioFileSource(Kernel):
             (default false: as fast as downstream takes them).
 
     Lifecycle: ``open`` (the thread calling ``Graph.start``, or the worker process) opens the
-    file; a missing file or one that is not sound fails it with one line naming the node and
-    the path. ``process`` (the source's thread) emits one chunk; ``close`` closes the file.
+    file; a missing file, one that is not sound and a path that is not a regular file (a FIFO
+    would block for ever) fail it with one line naming the node and the path. ``process`` (the
+    source's thread) emits one chunk; ``close`` closes the file.
+
+    Truncated files: a header that declares more samples than the file holds (a WAV cut while
+    it was written) gives the samples that are there and a warning (``[node] 'x.wav' is
+    truncated: ...``); a file that holds none of the samples it declares fails ``open``.
     """
 
     @staticmethod
@@ -80,12 +103,20 @@ class AudioFileSource(Kernel):
         self._path = opts.string("path", required="give a sound file (WAV, FLAC, OGG...)")
         self._frames_per_packet = opts.integer("frames_per_packet", DEFAULT_FRAMES_PER_PACKET, minimum=1)
         self._pacer = Pacer() if opts.boolean("realtime", False) else None
+        refuse_special_file(cc, self._path)
         try:
             self._file = sf.SoundFile(self._path, "r")
         except Exception as exc:
             raise option_error(cc, "path", _describe_open_error(exc, self._path, sf)) from None
         self._pending = None
         self._position = 0
+        missing = _truncation(self._file)
+        if missing and self._file.frames == 0:
+            self._file.close()
+            self._file = None
+            raise option_error(cc, "path", f"{self._path!r} holds no samples: {missing} (truncated)")
+        if missing:
+            warn(cc, f"{self._path!r} is truncated: {missing}; its {self._file.frames} sample frames are read")
 
     def process(self, cc: Context) -> None:
         self._pending = step_source(cc, self._pending, self._next_chunk, self._pacer)
@@ -169,6 +200,7 @@ class AudioFileSink(Kernel):
         sf = self._sf = import_soundfile(cc)
         opts = Options(cc, ("path", "sample_rate", "format", "subtype"))
         self._path = opts.string("path", required="give the sound file to write, e.g. out.wav")
+        refuse_special_file(cc, self._path, writing=True)
         directory = os.path.dirname(os.path.abspath(self._path))
         if not os.path.isdir(directory):
             raise option_error(cc, "path", f"cannot write {self._path!r}: directory {directory!r} does not exist")

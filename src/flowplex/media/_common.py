@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
+import stat
 import time
 from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Final
 
+from .._log import LogLevel
 from .._suggest import suggest
 from ..errors import ConfigError
 from ..kernels import Context
@@ -16,7 +20,8 @@ from ..kernels import Context
 if TYPE_CHECKING:
     from ..packets import Packet
 
-__all__ = ["INSTALL_HINT", "Options", "Pacer", "import_av", "import_soundfile", "option_error", "step_source"]
+__all__ = ["INSTALL_HINT", "Options", "Pacer", "import_av", "import_soundfile", "option_error", "refuse_special_file",
+           "shown_path", "step_source", "warn"]
 
 INSTALL_HINT: Final = "pip install 'flowplex[media]'"
 """The line that installs the media extra (PyAV and soundfile)."""
@@ -25,6 +30,72 @@ INSTALL_HINT: Final = "pip install 'flowplex[media]'"
 def option_error(cc: Context, key: str, problem: str) -> ConfigError:
     """``node 'x' (Kernel): options.key: problem`` -- the form every option error takes."""
     return ConfigError(f"node '{cc.node_name}' ({cc.kernel_name}): options.{key}: {problem}")
+
+
+def warn(cc: Context, msg: str) -> None:
+    """A warning on the node's log channel (``[node] msg``): ``flowplex run`` prints it, a
+    process-pool worker forwards it, ``set_log_callback`` receives it."""
+    cc.log(LogLevel.WARN, msg)
+
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:")
+"""A URL or an FFmpeg protocol (``rtsp://``, ``pipe:``): two letters at least, so a path is not one."""
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)[^/?#]*@")
+
+
+def shown_path(path: str) -> str:
+    """``path`` fit for a message: a URL's user and password (``rtsp://admin:pw@cam/``, common
+    for IP cameras) become ``***``.
+
+    >>> shown_path("rtsp://admin:pw@10.0.0.7/stream"), shown_path("clip.mp4")
+    ('rtsp://***@10.0.0.7/stream', 'clip.mp4')
+    """
+    return _USERINFO.sub(r"\1***@", path)
+
+
+_SPECIAL_KINDS: Final = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISSOCK, "a socket"),
+                         (stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"),
+                         (stat.S_ISBLK, "a block device"))
+
+
+def refuse_special_file(cc: Context, path: str, *, device_format: str | None = None, writing: bool = False) -> None:
+    """Refuse a local ``path`` that is not a regular file, before anything opens it.
+
+    Opening a FIFO blocks until a peer opens its other end, in the kernel, where no timeout
+    reaches (the include loader and the agents file refuse them for the same reason); a
+    directory or a socket is a mistake. A capture device is fine when ``device_format`` names
+    its input format (``v4l2`` for ``/dev/video0``), and a sink may write to a character device
+    (``/dev/null``). URLs and FFmpeg protocols are not files;
+    a path that does not exist is left to the opener's own message. ``stat`` never blocks.
+
+    Raises:
+        ConfigError: ``options.path`` names a FIFO, socket, directory or (without a format) device.
+    """
+    local = path.removeprefix("file:")
+    if local == path and _URL.match(path):
+        return
+    try:
+        mode = os.stat(local).st_mode
+    except (OSError, ValueError):  # missing, or a name the OS refuses: the opener says so
+        return
+    if stat.S_ISREG(mode) or (device_format and (stat.S_ISCHR(mode) or stat.S_ISBLK(mode))):
+        return
+    if writing and stat.S_ISCHR(mode):  # /dev/null: a sink whose output is not wanted
+        return
+    kind = next((name for test, name in _SPECIAL_KINDS if test(mode)), "not a regular file")
+    files = f"{cc.kernel_name} {'writes' if writing else 'reads'} regular files"
+    if stat.S_ISDIR(mode):
+        hint = "name a file in it"
+    elif (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) and not writing and cc.kernel_name.startswith("Video"):
+        hint = "a capture device needs its input format: set format (v4l2 for /dev/video0)"
+    elif stat.S_ISFIFO(mode):
+        instead = "write a file and copy it" if writing else "save the stream to a file"
+        if not writing and cc.kernel_name.startswith("Video"):
+            instead += ", or serve it as a URL"
+        hint = f"opening it would wait for a {'reader' if writing else 'writer'} without end; {instead}"
+    else:
+        hint = files
+    raise option_error(cc, "path", f"{shown_path(path)!r} is {kind}, not a regular file; {hint}")
 
 
 def _missing_extra(cc: Context, package: str, exc: Exception) -> ConfigError:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 
 from ..errors import ConfigError, RunError
 from ..kernels import Context, Contract, Kernel, kernel
-from ._common import Options, Pacer, import_av, option_error, step_source
+from ._common import Options, Pacer, import_av, option_error, refuse_special_file, shown_path, step_source, warn
 
 if TYPE_CHECKING:
     import numpy as np
@@ -20,7 +20,17 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["PIX_FMTS", "PixFmt", "VideoFileSource", "describe_open_error", "frame_shape"]
+__all__ = ["DEFAULT_MAX_FRAME_BYTES", "DEFAULT_TIMEOUT_S", "PIX_FMTS", "PixFmt", "VideoFileSource",
+           "describe_open_error", "frame_shape"]
+
+DEFAULT_TIMEOUT_S: Final = 30.0
+"""The longest FFmpeg may wait to open the input, and then for each packet: ample for a slow
+server or a camera starting up; a server that trickles its headers fails in that time."""
+DEFAULT_MAX_FRAME_BYTES: Final = 128 * 1024 * 1024
+"""The largest frame packet (128 MiB): 8K (8192 x 4320) in rgb24 is 106 MB. A 249 KB PNG can
+declare 16000 x 16000 (768 MB)."""
+_RAW_FORMATS: Final = frozenset({"yuv4mpegpipe", "rawvideo"})
+"""Demuxers whose file is frames end to end: bytes after the last whole frame are a cut frame."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,10 +147,25 @@ class VideoFileSource(Kernel):
         realtime: Release each frame when its timestamp is due, counting from the first frame
             (default false: as fast as downstream takes them). Leave it off for devices and live
             streams, which pace themselves.
+        timeout_s: The longest FFmpeg may wait to open the input, then for each packet
+            (default 30): a server that never answers, or trickles its headers, fails ``open``.
+        max_frame_bytes: The largest frame packet accepted (default 128 MiB; 8K rgb24 is 106 MB),
+            checked against the size the stream declares before anything is decoded, and on
+            each frame: a small file can declare a frame of gigabytes.
+
+    Paths that are not regular files are refused before anything opens them (a FIFO would block
+    ``open`` for ever): a directory, a socket, a FIFO, and a device without ``format``.
+
+    Truncated files: frames up to the cut are emitted and a warning (``[node] 'x.mp4' is
+    truncated: ...``) says what is missing (fewer frames than the file declares, damaged
+    packets, a cut frame at the end of a Y4M); a file that yields no frame at all fails the run,
+    since an empty stream downstream would look like success.
 
     Errors: a missing file, a file that is not media, a file without a video stream or one
-    whose codec the bundled FFmpeg cannot decode fail ``open`` with one line naming the node and
-    the path; a decoding failure later fails ``process`` (a ``RunError``) with the frame number.
+    whose codec the bundled FFmpeg cannot decode, an input silent for ``timeout_s`` and frames
+    larger than ``max_frame_bytes`` fail ``open`` with one line naming the node and the path; a
+    decoding failure later fails ``process`` (a ``RunError``) with the frame number. A URL's
+    user and password are shown as ``***``.
 
     Lifecycle: ``open`` (the thread calling ``Graph.start``, or the worker process) opens the
     input and checks the options; ``process`` (the source's thread) decodes and emits one
@@ -156,7 +181,13 @@ class VideoFileSource(Kernel):
         self._stream: Any = None
         self._frames: Iterator[Any] | None = None
         self._path = ""
+        self._shown = ""
+        """The path as messages show it (a URL's credentials redacted)."""
         self._fmt = PIX_FMTS["rgb24"]
+        self._max_frame_bytes = DEFAULT_MAX_FRAME_BYTES
+        self._size_unknown = False
+        """Whether the stream declared no frame size when it was opened (probing refused it)."""
+        self._read = _ReadStats()
         self._start_s: float | None = None
         self._end_s: float | None = None
         self._passes: int | None = 1
@@ -177,8 +208,10 @@ class VideoFileSource(Kernel):
 
     def open(self, cc: Context) -> None:
         av = import_av(cc)
-        opts = Options(cc, ("path", "format", "demuxer_options", "pix_fmt", "start_s", "end_s", "loop", "realtime"))
+        opts = Options(cc, ("path", "format", "demuxer_options", "pix_fmt", "start_s", "end_s", "loop", "realtime",
+                            "timeout_s", "max_frame_bytes"))
         self._path = opts.string("path", required="give a video file, a URL, or a device such as /dev/video0")
+        self._shown = shown_path(self._path)
         fmt_name = opts.choice("pix_fmt", "rgb24", tuple(PIX_FMTS))
         self._fmt = PIX_FMTS[fmt_name]
         self._start_s = opts.number("start_s", minimum=0.0)
@@ -187,19 +220,31 @@ class VideoFileSource(Kernel):
             raise option_error(cc, "end_s", f"must be after start_s ({self._start_s:g} s), got {self._end_s:g}")
         self._passes = _read_loop(cc, opts)
         self._pacer = Pacer() if opts.boolean("realtime", False) else None
+        timeout_s = opts.number("timeout_s", above=0.0) or DEFAULT_TIMEOUT_S
+        self._max_frame_bytes = opts.integer("max_frame_bytes", DEFAULT_MAX_FRAME_BYTES, minimum=1)
         input_format = opts.string("format") or None
+        refuse_special_file(cc, self._path, device_format=input_format)
         demuxer_options = opts.mapping("demuxer_options")
+        # The decoders' own cap, so that probing the stream in av.open does not decode a huge
+        # frame either (FFmpeg refuses to allocate a picture of more pixels).
+        demuxer_options.setdefault("max_pixels", str(self._max_pixels()))
         try:
-            self._container = av.open(self._path, format=input_format, options=demuxer_options)
+            self._container = av.open(self._path, format=input_format, options=demuxer_options,
+                                      timeout=(timeout_s, timeout_s))
         except ValueError as exc:
             if input_format is not None and not isinstance(exc, av.error.FFmpegError):
                 problem = f"{input_format!r} is not an input format of the bundled FFmpeg ({exc})"
                 raise option_error(cc, "format", problem) from None
-            raise option_error(cc, "path", describe_open_error(exc, self._path)) from None
+            raise option_error(cc, "path", describe_open_error(exc, self._shown)) from None
+        except av.error.ExitError as exc:
+            problem = (f"no answer from {self._shown!r} within {timeout_s:g} s (FFmpeg: {exc.strerror}); raise "
+                       "timeout_s for a slow source")
+            raise option_error(cc, "timeout_s", problem) from None
         except (OSError, av.error.FFmpegError) as exc:
-            raise option_error(cc, "path", describe_open_error(exc, self._path)) from None
+            raise option_error(cc, "path", describe_open_error(exc, self._shown)) from None
         try:
             self._stream = self._video_stream(cc)
+            self._check_declared_size(cc)
         except ConfigError:
             self._release()
             raise
@@ -209,27 +254,57 @@ class VideoFileSource(Kernel):
         width, height = self._stream.codec_context.width, self._stream.codec_context.height
         if self._fmt.channels == 0 and (width % 2 or height % 2):
             self._release()
-            problem = f"yuv420p needs an even width and height; {self._path!r} is {width}x{height}"
+            problem = f"yuv420p needs an even width and height; {self._shown!r} is {width}x{height}"
             raise option_error(cc, "pix_fmt", problem)
         self._pending = None
         self._emitted = self._pass = self._offset_us = 0
         self._pass_first_us = self._last_ts = None
+        self._read = _ReadStats()
         try:
             self._start_pass()
         except RunError as exc:
             self._release()
             raise option_error(cc, "start_s", str(exc)) from None
 
+    def _max_pixels(self) -> int:
+        """The most pixels a frame of ``max_frame_bytes`` holds in the output format."""
+        half_bytes_per_pixel = 2 * self._fmt.channels or 3  # yuv420p: 1.5 bytes a pixel
+        return max(1, self._max_frame_bytes * 2 // half_bytes_per_pixel)
+
+    def _frame_bytes(self, width: int, height: int) -> int:
+        size = 1
+        for n in frame_shape(self._fmt, width, height):
+            size *= n
+        return size
+
+    def _too_large(self, width: int, height: int) -> str:
+        """The message for a frame over ``max_frame_bytes`` (without the node's prefix)."""
+        return (f"{self._shown!r} has {width}x{height} frames, {self._frame_bytes(width, height)} bytes each in "
+                f"{self._fmt.name}, over max_frame_bytes={self._max_frame_bytes}; raise max_frame_bytes if the file "
+                "is trusted")
+
+    def _check_declared_size(self, cc: Context) -> None:
+        """Refuse a stream whose declared frame size is over the cap, before decoding a frame."""
+        ctx = self._stream.codec_context
+        width, height = ctx.width or 0, ctx.height or 0
+        self._size_unknown = width == 0 or height == 0
+        if self._frame_bytes(width, height) > self._max_frame_bytes:
+            raise option_error(cc, "max_frame_bytes", self._too_large(width, height))
+        # Probing may have been refused by max_pixels (the size is then unknown here): the
+        # decoder gets the same cap, so it fails the first frame instead of allocating it.
+        ctx.options = {**ctx.options, "max_pixels": str(self._max_pixels())}
+
     def _video_stream(self, cc: Context) -> Any:
         streams = self._container.streams
         if not streams.video:
             found = ", ".join(f"{s.type} ({s.codec_context.name if s.codec_context else '?'})" for s in streams) \
                 or "no streams"
-            raise option_error(cc, "path", f"{self._path!r} has no video stream (found: {found})")
+            raise option_error(cc, "path", f"{self._shown!r} has no video stream (found: {found})")
         stream = streams.video[0]
         if stream.codec_context is None:
             name = getattr(stream.codec_parameters, "name", None) or "unknown"
-            raise option_error(cc, "path", f"{self._path!r}: video codec {name!r} has no decoder in the bundled FFmpeg")
+            problem = f"{self._shown!r}: video codec {name!r} has no decoder in the bundled FFmpeg"
+            raise option_error(cc, "path", problem)
         return stream
 
     def _start_pass(self) -> None:
@@ -242,10 +317,47 @@ class VideoFileSource(Kernel):
                 self._container.seek(int(target / self._time_base), stream=self._stream, backward=True,
                                      any_frame=False)
             except (av.error.FFmpegError, OSError) as exc:
-                msg = f"cannot seek {self._path!r} to {target:g} s ({exc}); start_s and loop need a seekable input"
+                msg = f"cannot seek {self._shown!r} to {target:g} s ({exc}); start_s and loop need a seekable input"
                 raise RunError(msg) from None
-        self._frames = self._container.decode(self._stream)
+        self._frames = self._decode()
         self._pass_first_us = None
+
+    def _decode(self) -> Iterator[Any]:
+        """The stream's frames, demuxed here (not ``container.decode``) so that what a truncated
+        file lacks can be seen: packets flagged corrupt, where the last packet ended, and a last
+        packet that does not decode (cut in the middle).
+
+        A packet that fails to decode fails the run, unless it is the file's last: that one is
+        what a cut leaves, counted and reported as truncation at the end.
+        """
+        import av
+
+        read = self._read
+        failed: Exception | None = None
+        for packet in self._container.demux(self._stream):
+            if packet.size:  # the flush packet at the end has none
+                if failed is not None:
+                    raise failed  # a packet inside the file does not decode: the file is damaged
+                read.packets += 1
+                read.corrupt += bool(packet.is_corrupt)
+                if packet.pos is not None and packet.pos >= 0:
+                    read.end_pos = max(read.end_pos, packet.pos + packet.size)
+            try:
+                frames = packet.decode()
+            except av.error.ExitError:
+                raise
+            except av.error.FFmpegError as exc:
+                if not packet.size or self._too_large_now():
+                    raise
+                failed = exc
+                continue
+            yield from frames
+        if failed is not None:
+            read.undecodable += 1
+
+    def _too_large_now(self) -> bool:
+        ctx = self._stream.codec_context
+        return self._size_unknown or self._frame_bytes(ctx.width or 0, ctx.height or 0) > self._max_frame_bytes
 
     def process(self, cc: Context) -> None:
         self._pending = step_source(cc, self._pending, self._next_frame, self._pacer)
@@ -259,14 +371,15 @@ class VideoFileSource(Kernel):
             try:
                 frame = next(self._frames, None)
             except av.error.FFmpegError as exc:
-                msg = (f"node '{cc.node_name}' ({cc.kernel_name}): decoding {self._path!r} failed after "
-                       f"{self._emitted} frames: {exc}")
-                raise RunError(msg) from None
+                raise RunError(self._decode_error(cc, exc)) from None
             file_us = None if frame is None else self._file_us(frame)
             start_us = None if self._start_s is None else self._start_s * 1e6
             if frame is not None and file_us is not None and start_us is not None and file_us < start_us:
                 continue  # decoded from the key frame before start_s
-            if frame is None or (file_us is not None and self._end_s is not None and file_us >= self._end_s * 1e6):
+            past_end = file_us is not None and self._end_s is not None and file_us >= self._end_s * 1e6
+            if (frame is None or past_end) and self._pass == 0:
+                self._check_complete(cc, at_eof=frame is None)
+            if frame is None or past_end:
                 try:
                     more = self._next_pass()
                 except RunError as exc:
@@ -276,6 +389,75 @@ class VideoFileSource(Kernel):
                     return None
                 continue
             return self._packet(cc, frame, file_us)
+
+    def _decode_error(self, cc: Context, exc: Exception) -> str:
+        import av
+
+        where = f"node '{cc.node_name}' ({cc.kernel_name}): "
+        if isinstance(exc, av.error.ExitError):
+            return f"{where}no data from {self._shown!r} within timeout_s after {self._emitted} frames"
+        ctx = self._stream.codec_context
+        if self._frame_bytes(ctx.width or 0, ctx.height or 0) > self._max_frame_bytes:
+            return f"{where}options.max_frame_bytes: {self._too_large(ctx.width, ctx.height)}"
+        if self._size_unknown and self._emitted == 0:
+            # FFmpeg refuses to probe (then to decode) a picture over max_pixels, and says
+            # neither its size nor why: the stream reports 0x0, and the first frame fails.
+            return (f"{where}options.max_frame_bytes: decoding {self._shown!r} failed before its first frame "
+                    f"({exc}); FFmpeg found no frame size within max_frame_bytes={self._max_frame_bytes} "
+                    f"({self._max_pixels()} pixels in {self._fmt.name}): raise max_frame_bytes if the file is "
+                    "trusted and its frames are larger")
+        return f"{where}decoding {self._shown!r} failed after {self._emitted} frames: {exc}"
+
+    def _check_complete(self, cc: Context, *, at_eof: bool) -> None:
+        """At the end of the first pass: warn when the file looks truncated (``at_eof``: the
+        pass read it to its end) or the range held no frame; fail when it yielded no frame at all."""
+        missing = self._missing() if at_eof else ""
+        ranged = self._start_s is not None or self._end_s is not None
+        if self._emitted == 0 and not ranged:
+            what = f"; {missing}" if missing else ""
+            msg = (f"node '{cc.node_name}' ({cc.kernel_name}): {self._shown!r} yielded no frame "
+                   f"({self._read.packets} packet(s) read{what}): the file is truncated or damaged")
+            raise RunError(msg)
+        if self._emitted == 0:
+            warn(cc, f"{self._shown!r}: no frame is presented in the range "
+                     f"[{self._start_s or 0:g} s, {'end' if self._end_s is None else f'{self._end_s:g} s'})")
+        elif missing:
+            warn(cc, f"{self._shown!r} is truncated: {missing}; the {self._emitted} frame(s) before the cut "
+                     "were emitted")
+
+    def _missing(self) -> str:
+        """What the file lacks, in words ("" when it looks whole)."""
+        read, stream = self._read, self._stream
+        found = []
+        if read.corrupt:
+            found.append(f"{read.corrupt} damaged packet(s)")
+        if read.undecodable:
+            found.append("its last packet is cut and does not decode")
+        ranged = self._start_s is not None or self._end_s is not None
+        declared = int(stream.frames or 0)
+        if not ranged and declared > self._emitted:
+            found.append(f"it declares {declared} frames, {self._emitted} decoded")
+        if self._container.format.name in _RAW_FORMATS and os.path.isfile(self._path):
+            left = os.path.getsize(self._path) - read.end_pos
+            if read.packets and left > 0:
+                found.append(f"{left} bytes after the last whole frame")
+            elif not read.packets:
+                found.append(f"{os.path.getsize(self._path)} bytes hold no whole frame")
+        declared_us = float(stream.duration * self._time_base) * 1e6 if stream.duration else 0.0
+        if not declared_us and "matroska" in self._container.format.name and self._container.duration:
+            declared_us = float(self._container.duration)  # Matroska/WebM: the segment's, in µs, from its header
+        if not found and not ranged and declared_us and stream.frames == 0:
+            start_us = float((stream.start_time or 0) * self._time_base) * 1e6
+            decoded_us = self._pass_end_us - start_us if self._pass_first_us is not None else 0.0
+            # a margin: the last frame's duration is a guess in some containers
+            short = declared_us - decoded_us > 2 * self._frame_us() and declared_us > 1.05 * decoded_us
+            if short or (self._emitted == 0 and declared_us > 0):
+                found.append(f"it declares {declared_us / 1e6:.3f} s, frames up to {decoded_us / 1e6:.3f} s decoded")
+        return ", ".join(found)
+
+    def _frame_us(self) -> float:
+        rate = self._stream.average_rate or self._stream.guessed_rate
+        return 1e6 / float(rate) if rate else 40_000.0
 
     def _file_us(self, frame: Any) -> int | None:
         """The frame's presentation time in microseconds, file time (None: the stream has none)."""
@@ -296,6 +478,9 @@ class VideoFileSource(Kernel):
 
         fmt = self._fmt
         width, height = frame.width, frame.height
+        if self._frame_bytes(width, height) > self._max_frame_bytes:  # the size can change inside a stream
+            msg = f"node '{cc.node_name}' ({cc.kernel_name}): options.max_frame_bytes: {self._too_large(width, height)}"
+            raise RunError(msg)
         if frame.format.name != fmt.ffmpeg:
             frame = self._reformatter.reformat(frame, format=fmt.ffmpeg)
         packet, view = cc.new_buffer(frame_shape(fmt, width, height), np.uint8)
@@ -336,7 +521,21 @@ class VideoFileSource(Kernel):
             try:
                 container.close()
             except Exception as exc:  # closing an input loses nothing; say it and go on
-                log.warning("media.source.close.failed path=%r error=%s", self._path, exc)
+                log.warning("media.source.close.failed path=%r error=%s", self._shown, exc)
+
+
+@dataclass(slots=True)
+class _ReadStats:
+    """What the demuxer gave on the first pass: the evidence for a truncation warning."""
+
+    packets: int = 0
+    """Packets with data."""
+    corrupt: int = 0
+    """Of those, flagged corrupt by the demuxer (a short read at the end of the file)."""
+    end_pos: int = 0
+    """The byte after the last packet, where the demuxer says."""
+    undecodable: int = 0
+    """1 when the file's last packet did not decode (cut in the middle)."""
 
 
 def _read_loop(cc: Context, opts: Options) -> int | None:

@@ -11,7 +11,7 @@ from .._suggest import suggest
 from ..errors import RunError, UsageError
 from ..kernels import CloseReason, Context, Contract, Kernel, kernel
 from ..packets import Packet, TypeId
-from ._common import Options, import_av, option_error
+from ._common import Options, import_av, option_error, refuse_special_file
 from ._video import PIX_FMTS
 
 log = logging.getLogger(__name__)
@@ -108,6 +108,7 @@ class VideoFileSink(Kernel):
         av = self._av = import_av(cc)
         opts = Options(cc, ("path", "format", "codec", "fps", "crf", "encoder_pix_fmt", "encoder_options"))
         self._path = opts.string("path", required="give the video file to write, e.g. out.mp4")
+        refuse_special_file(cc, self._path, writing=True)
         directory = os.path.dirname(os.path.abspath(self._path))
         if not os.path.isdir(directory):
             raise option_error(cc, "path", f"cannot write {self._path!r}: directory {directory!r} does not exist")
