@@ -36,3 +36,4 @@ class Daemon(flowplex.Kernel):
         with os.fdopen(r, "rb") as f:
             daemon = int(f.read())
         cc.emit(0, daemon)
+

@@ -22,6 +22,7 @@ import pytest
 
 import flowplex
 from flowplex.processes import ProcessPoolExecutor
+from flowplex.testing import default_executor
 
 from . import lifetime_kernels as lifetime_kernels  # registers HostileDaemon here (workers import it)
 from .conftest import CLI
@@ -102,8 +103,17 @@ def read_pids(stream: object, count: int, timeout_s: float = WAIT_S) -> list[int
 # -- the process pool ------------------------------------------------------------------------------
 
 
-def test_a_pool_kernels_daemon_is_gone_after_close(strays: list[int]) -> None:
-    g = flowplex.Graph.from_yaml(POOL_GRAPH)
+POOLS = {
+    "spawn": lambda name: ProcessPoolExecutor(name, 1),
+    "forkserver": lambda name: ProcessPoolExecutor(name, 1, start_method="forkserver"),
+    "warm": lambda name: ProcessPoolExecutor(name, 1, warm=True),  # its worker lives on: the pool kills
+}
+
+
+@pytest.mark.parametrize("pool", sorted(POOLS))
+def test_a_pool_kernels_daemon_is_gone_after_close(pool: str, strays: list[int]) -> None:
+    with default_executor(POOLS[pool]):
+        g = flowplex.Graph.from_yaml(POOL_GRAPH.replace("executor: pool", "executor: default"))
     p = g.add_poller("p")
     g.start()
     try:
@@ -147,7 +157,7 @@ time.sleep(60)
 def test_a_pool_kernels_daemon_dies_with_a_sigkilled_host(strays: list[int]) -> None:
     """Nobody in the host can act: the worker sees its host gone and ends what it started."""
     with subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOST)], stdout=subprocess.PIPE,
-                          stdin=subprocess.DEVNULL, env=ENV, cwd=ROOT) as host:
+                          stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=ENV, cwd=ROOT) as host:
         try:
             strays.extend(read_pids(host.stdout, 1))
             assert alive(strays[0])
