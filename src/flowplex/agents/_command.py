@@ -68,10 +68,10 @@ class CommandSource(Kernel):
     carries its exit status (even when children it left behind still hold its PTY: they are
     killed then). When the graph stops first, the command's whole process group is
     sent SIGTERM, then SIGKILL after ``kill_timeout_s``, and reaped; its descendants that left
-    the group (``setsid``) are killed too. The command is started with ``PR_SET_PDEATHSIG`` (on
-    Linux), so it dies even when flowplex is killed by SIGKILL (see
-    :mod:`flowplex.agents._lifetime`). When it exits by itself, what it left running in its
-    process group is killed then.
+    the group (``setsid``) are killed too. On Linux the command runs under a forked supervisor
+    that passes its exit status on and, when flowplex dies (even by SIGKILL), kills every process
+    of the command's tree (see :mod:`flowplex.agents._lifetime`). When it exits by itself, what
+    it left running in its process group is killed then.
 
     Back-pressure: each ``process`` call reads at most 64 KiB from the PTY and emits it as one
     chunk; a source held back by the engine reads nothing, so a command that writes faster than
