@@ -152,7 +152,11 @@ def _supervise(parent: int, command: int) -> None:
     null = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
         os.dup2(null, fd)  # the terminal is the command's: its hang-up must not wait for us
-    os.closerange(3, 1 << 16)  # ptyprocess's exec error pipe too, so it sees the command's exec
+    # ptyprocess's exec error pipe too, so that it sees the command's exec (its own bound on fds).
+    os.closerange(3, min(1 << 20, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    for sig in signal.valid_signals():
+        if callable(signal.getsignal(sig)):  # flowplex's Python handlers: not to run in this copy
+            signal.signal(sig, signal.SIG_DFL)
     for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
         signal.signal(sig, signal.SIG_IGN)
     signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
