@@ -13,9 +13,13 @@ import flowplex
 class Daemon(flowplex.Kernel):
     """Per input, starts a daemon the careless way and emits its pid: a double fork (the
     intermediate exits, so the daemon is an orphan), ``setsid`` (out of the worker's group and
-    session), SIGHUP and SIGTERM ignored, every inherited descriptor closed."""
+    session), SIGHUP and SIGTERM ignored, every inherited descriptor closed. A negative input
+    sleeps for a minute instead (the worker's one callback thread is then busy)."""
 
     def process(self, cc: flowplex.Context) -> None:
+        if cc.input(0).as_int() < 0:
+            time.sleep(60)
+            return
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # pragma: no cover - runs in the forked children

@@ -149,13 +149,17 @@ g = flowplex.Graph.from_yaml('''{POOL_GRAPH}''')
 p = g.add_poller("p")
 g.start()
 g.send("n", 1, ts=0)
-print(p.next(timeout=20).as_int(), flush=True)
+daemon = p.next(timeout=20).as_int()
+g.send("n", -1, ts=1)  # the worker's callback thread now sleeps in the kernel
+time.sleep(0.3)
+print(daemon, flush=True)
 time.sleep(60)
 """
 
 
 def test_a_pool_kernels_daemon_dies_with_a_sigkilled_host(strays: list[int]) -> None:
-    """Nobody in the host can act: the worker sees its host gone and ends what it started."""
+    """Nobody in the host can act, and the worker's one callback thread is busy in a kernel:
+    the worker still sees its host gone and ends what it started."""
     with subprocess.Popen([sys.executable, "-c", textwrap.dedent(HOST)], stdout=subprocess.PIPE,
                           stderr=subprocess.DEVNULL, stdin=subprocess.DEVNULL, env=ENV, cwd=ROOT) as host:
         try:
