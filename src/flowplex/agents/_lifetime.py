@@ -78,6 +78,8 @@ _SI_USER: Final = 0
 """``si_code`` of a signal sent by ``kill``: the terminal's SIGINT or SIGHUP is the kernel's."""
 EXIT_ORPHANED: Final = 70
 """The supervisor's exit code after flowplex died (nobody reads it: flowplex is gone)."""
+EXIT_SUPERVISOR_FAILED: Final = 71
+"""The supervisor's exit code when it failed itself (a flowplex bug): the command's tree is killed."""
 
 
 def death_signal_hook() -> Callable[[], None] | None:
@@ -120,7 +122,12 @@ def supervised_hook() -> Callable[[], None] | None:
         if command == 0:
             _become_command(supervisor)
             return
-        _supervise(parent, command)
+        try:
+            _supervise(parent, command)
+        except BaseException:  # never back into ptyprocess's child code: this process must end here
+            with contextlib.suppress(BaseException):
+                kill_tree()
+            os._exit(EXIT_SUPERVISOR_FAILED)
 
     return hook
 
