@@ -22,7 +22,7 @@ import flowplex
 
 SRC = Path(flowplex.__file__).parent
 
-LEAVES = frozenset({"errors", "_types", "_timestamps", "_log", "_native", "_suggest", "_state", "_snapshot"})
+LEAVES = frozenset({"errors", "_types", "_timestamps", "_log", "_native", "_suggest", "_state", "_snapshot", "_reap"})
 """Modules that import nothing of flowplex: anything may import them."""
 
 MAY_IMPORT: dict[str, frozenset[str]] = {

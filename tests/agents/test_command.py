@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import io
+import os
+import signal
+import subprocess
 import sys
 import time
 
 import pytest
 
 import flowplex
-from flowplex.agents import read_chunk
+from flowplex.agents import AgentChunk, read_chunk
 from flowplex.terminal import PaneRenderer, TermCaps, Writer, register_display
 
 from .conftest import alive, run_source, source_graph, text_of
@@ -138,3 +141,49 @@ def test_pty_follows_the_pane_size_and_draining_stops_the_command() -> None:
         display.draining.set()
         g.wait_done(timeout=10)  # the source ends by itself: no cancel needed
     assert ends == ["stopped (killed by SIGTERM)"]
+
+
+def _supervised(argv: list[str]) -> tuple[flowplex.Graph, list[AgentChunk], int, int]:
+    """Start ``argv`` (which prints ``$$`` first); the graph, its chunks, the command's pid and its
+    supervisor's (its parent)."""
+    got: list[AgentChunk] = []
+    g = source_graph("CommandSource", {"argv": argv, "kill_timeout_s": 0.2})
+    g.observe("out", lambda p: got.append(read_chunk(p)))
+    g.start()
+    try:
+        deadline = time.monotonic() + 10
+        while "\n" not in "".join(c.text for c in got if not c.is_end) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        command = int("".join(c.text for c in got if not c.is_end).split()[0])
+        with open(f"/proc/{command}/stat") as f:
+            supervisor = int(f.read().rsplit(")", 1)[1].split()[1])
+    except BaseException:
+        g.close()  # stops the command
+        raise
+    return g, got, command, supervisor
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's (prctl)")
+def test_a_command_runs_under_a_supervisor_that_passes_signals_on() -> None:
+    """The command leads its own process group in the PTY's session, led by its supervisor; a
+    SIGTERM sent to the supervisor alone, by another process, reaches the command, and the end
+    packet carries the command's own death by it."""
+    g, got, command, supervisor = _supervised(["sh", "-c", "echo $$; sleep 30"])
+    with g:
+        assert os.getpgid(command) == command
+        assert os.getsid(command) == supervisor == os.getpgid(supervisor) != command
+        subprocess.run(["kill", "-TERM", str(supervisor)], check=True)
+        g.wait_done(timeout=10)
+    ends = [c for c in got if c.is_end]
+    assert [c.exit_code for c in ends] == [-int(signal.SIGTERM)], ends
+    assert not alive(command) and not alive(supervisor)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the supervisor is Linux's (prctl)")
+def test_a_sigkilled_supervisor_takes_its_command_along() -> None:
+    g, got, command, supervisor = _supervised(["sh", "-c", "trap '' HUP TERM; echo $$; sleep 30"])
+    with g:
+        os.kill(supervisor, signal.SIGKILL)
+        g.wait_done(timeout=10)
+    assert [c.exit_code for c in got if c.is_end] == [-int(signal.SIGKILL)]
+    assert not alive(command), "the command outlived its supervisor"

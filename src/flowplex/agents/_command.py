@@ -20,7 +20,7 @@ from ..kernels import Context, Contract, Kernel, kernel
 from ..terminal._control import ACTIONS, signal_name
 from ..transport import AgentType
 from ._common import Identity, Stamper, draining, option_error, read_identity
-from ._lifetime import death_signal_hook, descendants, end_processes, session_orphans, spawn
+from ._lifetime import command_group, descendants, end_processes, session_orphans, spawn, supervised_hook
 from ._packets import chunk_packet, end_packet, start_packet
 from ._restart import DEFAULT_RESTART_DELAY_S, DEFAULT_RESTART_LIMIT, MIN_RESTART_DELAY_S, RESTART_MODES, RestartPolicy
 from ._waiting import foreground_waiting
@@ -68,10 +68,10 @@ class CommandSource(Kernel):
     carries its exit status (even when children it left behind still hold its PTY: they are
     killed then). When the graph stops first, the command's whole process group is
     sent SIGTERM, then SIGKILL after ``kill_timeout_s``, and reaped; its descendants that left
-    the group (``setsid``) are killed too. The command is started with ``PR_SET_PDEATHSIG`` (on
-    Linux), so it dies even when flowplex is killed by SIGKILL (see
-    :mod:`flowplex.agents._lifetime`). When it exits by itself, what it left running in its
-    process group is killed then.
+    the group (``setsid``) are killed too. On Linux the command runs under a forked supervisor
+    that passes its exit status on and, when flowplex dies (even by SIGKILL), kills every process
+    of the command's tree (see :mod:`flowplex.agents._lifetime`). When it exits by itself, what
+    it left running in its process group is killed then.
 
     Back-pressure: each ``process`` call reads at most 64 KiB from the PTY and emits it as one
     chunk; a source held back by the engine reads nothing, so a command that writes faster than
@@ -125,6 +125,9 @@ class CommandSource(Kernel):
 
     def __init__(self) -> None:
         self._proc: Any = None
+        """ptyprocess's handle on the command's supervisor (the command itself without one)."""
+        self._group = 0
+        """The command's process group (its pid): what stop, kill and Ctrl-C reach."""
         self._fd = -1
         self._decoder: codecs.IncrementalDecoder | None = None
         self._who = Identity("", None, AgentType.INFO)
@@ -237,10 +240,11 @@ class CommandSource(Kernel):
         self._user_stopped = False
         self._started_at = time.monotonic()
         argv, cwd, env, dims = self._argv, self._cwd, self._env, (self._size[1], self._size[0])
-        hook = death_signal_hook()
+        hook = supervised_hook()
         try:
             # Forked by the spawner thread, which lives as long as the process: the death signal
             # fires when the forking thread ends, and a graph worker may end before the command.
+            # The PTY's child is the command's supervisor (``_lifetime``), the command its child.
             proc = spawn(lambda: PtyProcess.spawn(argv, cwd=cwd, env=env, dimensions=dims, preexec_fn=hook))
         except OSError as exc:
             reason = f"cannot start {shlex.join(self._argv)}: {exc.strerror or exc}"
@@ -252,12 +256,14 @@ class CommandSource(Kernel):
         os.set_blocking(proc.fd, False)  # keys typed into a busy program must not block the key reader
         self._proc = proc
         self._fd = proc.fd
-        log.debug("command.start.ok node=%r pid=%d argv=%r", node, proc.pid, self._argv)
+        # The command has exec'ed when spawn returns (ptyprocess waits for that): its group is set.
+        self._group = command_group(proc.pid) if hook is not None else proc.pid
+        log.debug("command.start.ok node=%r pid=%d supervisor=%d argv=%r", node, self._group, proc.pid, self._argv)
 
     @property
     def pid(self) -> int | None:
-        """The command's process id while it runs (tests use it)."""
-        return None if self._proc is None else int(self._proc.pid)
+        """The command's process id while it runs (tests use it); it leads its process group."""
+        return None if self._proc is None else self._group
 
     @property
     def running(self) -> bool:
@@ -501,6 +507,9 @@ class CommandSource(Kernel):
         self._signal_group(signal.SIGKILL)
         end_processes(tree)  # and those that left the group (setsid) but were in the tree
         self._end_leftovers()
+        if _still_alive(proc):  # a supervisor that did not follow its command (never seen)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(proc.pid, signal.SIGKILL)
 
     def _end_leftovers(self) -> None:
         """The command ended: kill what it left running in its group, and its orphans that were
@@ -511,9 +520,8 @@ class CommandSource(Kernel):
         end_processes(session_orphans(int(self._proc.pid)))
 
     def _signal_group(self, sig: signal.Signals) -> None:
-        pid = self._proc.pid
         with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, sig)
+            os.killpg(self._group, sig)
 
     def _close_fd(self) -> None:
         proc = self._proc

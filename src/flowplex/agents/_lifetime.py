@@ -3,78 +3,83 @@
 Killing a command's process group (what :class:`~flowplex.agents.CommandSource` does when it
 stops one) misses two kinds of process: descendants that called ``setsid`` (they left the
 group), and everything, when flowplex itself dies by SIGKILL (nobody is left to send a signal).
-Linux has a tool for each, used here where the platform offers it (elsewhere these are no-ops):
+On Linux each command therefore runs under a *supervisor* (:func:`supervised_hook`): the
+PTY's child, forked by ptyprocess, forks once more before ``exec``. The grandchild becomes the
+command, in a process group of its own that it makes the terminal's foreground group (Ctrl-C,
+Ctrl-Z and ``SIGWINCH`` reach it as before, and the waiting detector sees it); the child stays
+behind as the session leader and:
 
-* ``PR_SET_PDEATHSIG``, set in each command's child before ``exec`` (:func:`spawn`): the kernel
-  sends it SIGKILL when the *thread* that forked it ends. Commands are therefore forked by one
-  long-lived thread of their own (the spawner, which ends only with the process), never by a
-  graph worker that might retire. When the command dies its PTY hangs up, and the kernel sends
-  SIGHUP to the terminal's foreground process group, its jobs. A set-user-ID program clears
-  the setting at ``exec`` (a kernel rule), and processes that left the session are out of
-  reach once flowplex is SIGKILLed: that needs a PID namespace or a cgroup, which we do not take.
-* ``PR_SET_CHILD_SUBREAPER`` (:func:`become_subreaper`, done by ``flowplex agents``): orphans of
-  the commands (a double fork, a ``setsid`` daemon) are re-parented to flowplex instead of
-  ``init``, so that :func:`sweep_orphans` can find them at the end.
-* The ``/proc/<pid>/task/<tid>/children`` lists: :func:`descendants` snapshots a command's tree
-  before it is killed (its orphans would leave the tree once their parent died), and
-  :func:`kill_processes` kills what the snapshot found, checking each process's start time so
-  that a recycled pid is never hit.
+* is a child subreaper (``PR_SET_CHILD_SUBREAPER``): orphans of the command (a double fork, a
+  ``setsid`` daemon) are re-parented to it, so the whole tree stays below it;
+* is told of flowplex's death (``PR_SET_PDEATHSIG``, a signal it waits for, and ``getppid``
+  checked every ``_PARENT_CHECK_S`` as a second line): it then SIGKILLs every descendant
+  (:func:`flowplex._reap.kill_tree`) and exits, so nothing survives ``kill -9`` of flowplex;
+* passes the command's exit status on as its own (the same code, or death by the same signal),
+  and reaps the orphans it adopts, so ptyprocess sees what it saw without a supervisor;
+* forwards SIGHUP, SIGINT, SIGTERM, SIGQUIT, SIGUSR1 and SIGUSR2 sent to it alone (``kill PID``)
+  to the command. flowplex signals the command's group itself, never the supervisor.
+
+The command is started with ``PR_SET_PDEATHSIG`` = SIGKILL relative to its supervisor: should
+the supervisor be SIGKILLed, the command goes with it (its own children then do not: that is one
+of the limits listed in docs/agent-terminal.md). The supervisor costs one more ``fork`` per
+start (one to two milliseconds on a 2-core machine: docs/agent-terminal.md); it runs no ``exec``.
+
+``flowplex agents`` is a subreaper too (:func:`become_subreaper`): what a command left behind
+after it exited comes back to flowplex, which sweeps it at the end (:func:`sweep_orphans`).
+Elsewhere than Linux none of this exists: commands are process group leaders, as before.
 """
 
 from __future__ import annotations
 
 import contextlib
-import ctypes
+import gc
 import logging
 import os
 import queue
+import resource
 import signal
-import sys
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import Future
 from typing import Final, TypeVar
 
+from .._reap import (
+    HAVE_PRCTL,
+    Proc,
+    become_subreaper,
+    children,
+    descendants,
+    end_processes,
+    kill_processes,
+    kill_tree,
+    proc_stat,
+    set_death_signal,
+    set_name,
+)
+
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "Proc", "become_subreaper", "death_signal_hook", "descendants", "end_processes", "kill_processes",
-    "session_orphans", "spawn", "sweep_orphans",
+    "Proc", "become_subreaper", "command_group", "death_signal_hook", "descendants", "end_processes",
+    "kill_processes", "session_orphans", "spawn", "supervised_hook", "sweep_orphans",
 ]
 
 T = TypeVar("T")
-Proc = tuple[int, int]
-"""A process as ``(pid, start time in clock ticks since boot)``: a pid alone may be recycled."""
-
-_PR_SET_PDEATHSIG: Final = 1
-_PR_SET_CHILD_SUBREAPER: Final = 36
-_REAP_WAIT_S: Final = 2.0
-"""How long :func:`sweep_orphans` waits for killed orphans to be reapable."""
-
-
-def _load_prctl() -> Callable[..., int] | None:
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        prctl = libc.prctl
-    except (OSError, AttributeError):
-        return None
-    prctl.argtypes = [ctypes.c_int, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong, ctypes.c_ulong]
-    prctl.restype = ctypes.c_int
-    return prctl
-
-
-_prctl: Final = _load_prctl()
-"""libc's ``prctl``, looked up once in the parent: the forked child only calls it."""
-
-
-def become_subreaper() -> bool:
-    """Make this process the reaper of its descendants' orphans (Linux); True when it is."""
-    if _prctl is None:
-        return False
-    return _prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+_PARENT_CHECK_S: Final = 0.5
+"""How often a supervisor checks ``getppid`` between signals (the death signal is the fast path)."""
+_DEATH_SIGNAL: Final = signal.SIGUSR2
+"""What the kernel sends a supervisor when flowplex's spawner thread (or flowplex) ends; a user's
+``kill -USR2`` is told apart by ``getppid`` and forwarded to the command."""
+_FORWARDED: Final = frozenset({signal.SIGHUP, signal.SIGINT, signal.SIGTERM, signal.SIGQUIT, signal.SIGUSR1,
+                               signal.SIGUSR2})
+_WAITED: Final = frozenset({signal.SIGCHLD, signal.SIGALRM, signal.SIGPIPE, *_FORWARDED})
+"""Blocked in the supervisor and taken with ``sigtimedwait``: none of them may end it."""
+_SI_USER: Final = 0
+"""``si_code`` of a signal sent by ``kill``: the terminal's SIGINT or SIGHUP is the kernel's."""
+EXIT_ORPHANED: Final = 70
+"""The supervisor's exit code after flowplex died (nobody reads it: flowplex is gone)."""
+EXIT_SUPERVISOR_FAILED: Final = 71
+"""The supervisor's exit code when it failed itself (a flowplex bug): the command's tree is killed."""
 
 
 def death_signal_hook() -> Callable[[], None] | None:
@@ -83,17 +88,133 @@ def death_signal_hook() -> Callable[[], None] | None:
     The parent's pid is taken now, before the fork: a parent that died before the child could
     ask for the signal would never send it, so such a child exits at once instead.
     """
-    prctl = _prctl
-    if prctl is None:
+    if not HAVE_PRCTL:
         return None
     parent = os.getpid()
 
     def hook() -> None:  # runs in the child, between fork and exec
-        prctl(_PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        set_death_signal(signal.SIGKILL)
         if os.getppid() != parent:
             os._exit(1)
 
     return hook
+
+
+def supervised_hook() -> Callable[[], None] | None:
+    """A ``preexec_fn`` for ptyprocess that puts a supervisor between flowplex and the command
+    (see the module docstring); None where there is no ``prctl`` (not Linux).
+
+    Runs in ptyprocess's child (the PTY's session leader, its standard streams the terminal,
+    every other descriptor closed but ptyprocess's ``exec`` error pipe). It returns only in the
+    grandchild, which goes on to ``exec`` the command; the child never returns.
+    """
+    if not HAVE_PRCTL:
+        return None
+    parent = os.getpid()
+
+    def hook() -> None:
+        set_death_signal(_DEATH_SIGNAL)
+        if os.getppid() != parent:
+            os._exit(1)  # flowplex died before the signal was set: it will never come
+        become_subreaper()
+        supervisor = os.getpid()
+        command = os.fork()
+        if command == 0:
+            _become_command(supervisor)
+            return
+        try:
+            _supervise(parent, command)
+        except BaseException:  # never back into ptyprocess's child code: this process must end here
+            with contextlib.suppress(BaseException):
+                kill_tree()
+            os._exit(EXIT_SUPERVISOR_FAILED)
+
+    return hook
+
+
+def _become_command(supervisor: int) -> None:
+    """In the command, before ``exec``: die with the supervisor, lead a foreground group of its own."""
+    set_death_signal(signal.SIGKILL)
+    if os.getppid() != supervisor:
+        os._exit(1)
+    os.setpgid(0, 0)
+    # A background group that sets the foreground group gets SIGTTOU unless it ignores it.
+    old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+    try:
+        os.tcsetpgrp(0, os.getpid())
+    except OSError:
+        pass  # no terminal on 0 (never with ptyprocess): the command still runs
+    finally:
+        signal.signal(signal.SIGTTOU, old)
+
+
+def _supervise(parent: int, command: int) -> None:
+    """The supervisor's life: wait for the command, or for flowplex's death; never returns.
+
+    Only system calls run here, no import and no logging: this is a fork of a process with
+    threads, whose locks may have been held by threads that do not exist here.
+    """
+    gc.disable()  # no finaliser of an object copied from flowplex may run here
+    set_name(b"flowplex-super")
+    null = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(null, fd)  # the terminal is the command's: its hang-up must not wait for us
+    # ptyprocess's exec error pipe too, so that it sees the command's exec (its own bound on fds).
+    os.closerange(3, min(1 << 20, resource.getrlimit(resource.RLIMIT_NOFILE)[0]))
+    for sig in signal.valid_signals():
+        if callable(signal.getsignal(sig)):  # flowplex's Python handlers: not to run in this copy
+            signal.signal(sig, signal.SIG_DFL)
+    for sig in (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU):
+        signal.signal(sig, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, _WAITED)
+    while True:
+        status = _reap_children(command)
+        if status is not None:
+            _pass_on(status)
+        if os.getppid() != parent:
+            kill_tree()
+            os._exit(EXIT_ORPHANED)
+        info = signal.sigtimedwait(_WAITED, _PARENT_CHECK_S)
+        if (info is not None and info.si_signo in _FORWARDED and info.si_code == _SI_USER
+                and info.si_pid != parent and os.getppid() == parent):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(command, info.si_signo)
+
+
+def _reap_children(command: int) -> int | None:
+    """Reap every child that exited (the command, and orphans we adopted); the command's wait
+    status once it exited, else None."""
+    status: int | None = None
+    while True:
+        try:
+            pid, st = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return status if status is not None else 255 << 8  # no child left, the command unseen
+        if pid == 0:
+            return status
+        if pid == command:
+            status = st
+
+
+def _pass_on(status: int) -> None:
+    """Exit as the command did: the same exit code, or killed by the same signal (no core)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        with contextlib.suppress(OSError, ValueError):  # SIGKILL's action cannot change (nor needs to)
+            signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)  # a signal whose default is not to terminate (never a command's death)
+    os._exit(os.waitstatus_to_exitcode(status))
+
+
+def command_group(supervisor: int) -> int:
+    """The process group to signal for the command started under ``supervisor``: the
+    supervisor's one child (the command, which leads its group), or ``supervisor`` itself when it
+    has none (not supervised, or the command exited already)."""
+    kids = children(supervisor)
+    return kids[0] if len(kids) == 1 else supervisor
 
 
 class _Spawner:
@@ -139,79 +260,14 @@ def spawn(fn: Callable[[], T]) -> T:
     return _SPAWNER.call(fn)
 
 
-# -- finding and ending processes --------------------------------------------------------------------
-
-
-def _stat(pid: int) -> tuple[str, int, int, int] | None:
-    """``(state, ppid, session id, start time)`` of ``pid`` from ``/proc``; None when gone."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            raw = f.read()
-    except OSError:
-        return None
-    fields = raw[raw.rfind(b")") + 2 :].split()  # the name, in parentheses, may hold anything
-    try:
-        return fields[0].decode(), int(fields[1]), int(fields[3]), int(fields[19])
-    except (IndexError, ValueError):
-        return None
-
-
-def _children(pid: int) -> list[int]:
-    found: list[int] = []
-    try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return found
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                found.extend(int(c) for c in f.read().split())
-        except (OSError, ValueError):
-            continue
-    return found
-
-
-def descendants(pid: int) -> list[Proc]:
-    """Every live descendant of ``pid`` (children, their children...), parents first."""
-    found: list[Proc] = []
-    seen = {pid}
-    todo = [pid]
-    while todo:
-        for child in _children(todo.pop()):
-            st = _stat(child)
-            if child in seen or st is None or st[0] == "Z":
-                continue
-            seen.add(child)
-            found.append((child, st[3]))
-            todo.append(child)
-    return found
-
-
-def kill_processes(procs: list[Proc], sig: signal.Signals = signal.SIGKILL) -> int:
-    """Send ``sig`` to each process that still is the one found (same start time); returns how many."""
-    sent = 0
-    for pid, started in procs:
-        st = _stat(pid)
-        if st is None or st[3] != started or st[0] == "Z":
-            continue  # gone, or the pid now belongs to someone else
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.kill(pid, sig)
-            sent += 1
-    return sent
-
-
-def end_processes(procs: list[Proc]) -> int:
-    """SIGKILL ``procs`` (see :func:`kill_processes`) and reap those that are our children."""
-    killed = kill_processes(procs)
-    _reap([pid for pid, _ in procs])
-    return killed
+# -- finding and ending processes ---------------------------------------------------------------------
 
 
 def session_orphans(session: int) -> list[Proc]:
     """Our children (orphans re-parented to us as subreaper) in ``session``, with their trees."""
     found: list[Proc] = []
-    for child in _children(os.getpid()):
-        st = _stat(child)
+    for child in children(os.getpid()):
+        st = proc_stat(child)
         if st is not None and st[0] != "Z" and st[2] == session:
             found.append((child, st[3]))
             found.extend(descendants(child))
@@ -228,8 +284,8 @@ def sweep_orphans() -> int:
     """
     ours = os.getsid(0)
     targets: list[Proc] = []
-    for child in _children(os.getpid()):
-        st = _stat(child)
+    for child in children(os.getpid()):
+        st = proc_stat(child)
         if st is not None and st[2] != ours:
             targets.append((child, st[3]))
             targets.extend(descendants(child))
@@ -237,21 +293,3 @@ def sweep_orphans() -> int:
     if killed:
         log.info("agents.sweep.done killed=%d", killed)
     return killed
-
-
-def _reap(pids: list[int]) -> None:
-    """Collect the exit status of those of ``pids`` that are our children (no zombies left)."""
-    deadline = time.monotonic() + _REAP_WAIT_S
-    left = set(pids)
-    while left:
-        for pid in list(left):
-            try:
-                done, _ = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:  # not ours (its parent reaps it) or reaped already
-                left.discard(pid)
-                continue
-            if done:
-                left.discard(pid)
-        if not left or time.monotonic() >= deadline:
-            return
-        time.sleep(0.01)

@@ -22,6 +22,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final, final
 
+from .._reap import descendants, kill_processes
 from .._timestamps import TS_UNSTARTED
 from ..errors import BrokenError, ConfigError, UsageError
 from ..executors import TaskStats
@@ -456,6 +457,9 @@ class ProcessPoolExecutor(OnCallerTasks):
 
         Workers exit after what they were sent, within ``STOP_GRACE_S``; then they are
         terminated (SIGTERM, then SIGKILL). Queued tasks and invocations in flight are dropped.
+        Each worker kills what its kernels started as it exits; what a worker could not (it was
+        SIGKILLed first) is killed here, from a snapshot of its descendants taken before it was
+        stopped, and so is what the kernels of a worker kept warm started.
         """
         self._tasks.dispatcher.shutdown()
         with self._lock:
@@ -467,6 +471,9 @@ class ProcessPoolExecutor(OnCallerTasks):
         self._requests = {}
         self._placement.clear()
         self._restarts.clear()
+        # Taken before any worker stops: the orphans a worker adopted (a subreaper) leave its
+        # tree once it is dead, and a SIGKILLed worker cannot end them itself.
+        strays = [proc for link in links if not link.lost for proc in descendants(link.pid)]
         if self._warm:  # idle workers wait for the next pool (its hosting request resets them)
             keep = [link for link in links if link.idle()]
             with _WARM_LOCK:
@@ -477,6 +484,9 @@ class ProcessPoolExecutor(OnCallerTasks):
         deadline = time.monotonic() + STOP_GRACE_S
         for link in links:
             link.finish(max(0.0, deadline - time.monotonic()))
+        killed = kill_processes(strays)  # those still the ones found (a pid may be recycled)
+        if killed:
+            log.info("process.shutdown.strays executor=%r killed=%d", self.name, killed)
         arena, self._arena = self._arena, None
         if arena is not None:
             arena.close(unlink=True)

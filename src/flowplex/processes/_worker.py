@@ -10,6 +10,12 @@ One thread runs every callback, in the order the messages arrive: invocations of
 stay in order, and a node keeps its one kernel instance (and its state) for the worker's life.
 The worker ignores SIGINT (the host handles Ctrl-C and stops its workers), exits when its pipe
 closes or the host asks it to, and when the process that started it is gone.
+
+Nothing a kernel started outlives its worker: the worker is a child subreaper (Linux), so the
+orphans of its kernels' processes (a double-forked, ``setsid`` daemon) are re-parented to it, and
+each way out (a stop, its pipe closing, the host gone, SIGTERM) SIGKILLs and reaps every
+descendant first (``flowplex._reap``). What a worker killed by SIGKILL leaves, the pool's
+``shutdown`` kills from a snapshot taken before it stopped the worker.
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final, final
 
+from .._reap import become_subreaper, kill_tree
 from ..errors import UsageError
 from ..executors import _codec as codec
 from ..kernels._host import failed_outcome
@@ -51,14 +58,29 @@ def main(conn: Connection, arena_name: str, slot: int) -> None:
     so that what they make reaches the host without a copy.
     """
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    become_subreaper()
+    signal.signal(signal.SIGTERM, _terminated)
     _watch_parent(os.getppid())
     worker = _Worker(conn, Arena.attach(arena_name, slot))
     set_buffer_allocator(worker._arena.new_array)
     try:
         worker.serve()
     finally:
+        kill_tree()
         set_buffer_allocator(None)
         worker._arena.close(unlink=False)
+
+
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM (the host's ``_kill``, or anyone's): end every descendant, then die of SIGTERM as
+    the host expects (``describe_exit`` reports the signal).
+
+    A Python handler, so it runs between two bytecodes of the main thread: a kernel stuck in C
+    code delays it, and the host's SIGKILL follows; the pool's snapshot covers that case.
+    """
+    kill_tree()
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _watch_parent(parent: int) -> None:
@@ -68,6 +90,7 @@ def _watch_parent(parent: int) -> None:
         while True:
             time.sleep(PARENT_CHECK_S)
             if os.getppid() != parent:
+                kill_tree()  # the host is gone: nobody else will end what the kernels started
                 os._exit(EXIT_ORPHANED)
 
     threading.Thread(target=watch, name="flowplex-worker-parent", daemon=True).start()
@@ -97,6 +120,7 @@ class _Worker:
             elif message == STOP:
                 return
             else:
+                kill_tree()
                 os._exit(EXIT_PROTOCOL)
             del view, message  # the invocation's buffers: let go before waiting for the next
             try:
