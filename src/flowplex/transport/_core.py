@@ -87,11 +87,16 @@ class RingCore:
         plain = self.words.plain
         plain[word] = (plain[word] + n) & U64
 
-    def intact(self) -> BrokenError | None:
-        """Describe how the segment lost pages (truncated or unbacked), or None while it is whole.
+    @property
+    def guard_token(self) -> int:
+        """This mapping's fault-guard token (-1: unguarded), for the C writer's own check."""
+        return self._guard
 
-        Reads the fault guard's mark (a C call, no system call) and, at most every 50 ms, the
-        file's size; callers are the slow paths, never the per-message ones.
+    def lost(self) -> BrokenError | None:
+        """The error for a fault the guard absorbed in this mapping, or None (no system call).
+
+        Cheap enough for every send: a producer whose stores faulted wrote to a private zero
+        page that the consumer never sees, so it must not report the message as sent.
         """
         guard = _accel.guard
         if guard is not None and self._guard >= 0 and guard.guard_tripped(self._guard):
@@ -100,6 +105,17 @@ class RingCore:
                 "(another process truncated it, or /dev/shm is full); its contents are gone"
             )
             return BrokenError(msg)
+        return None
+
+    def intact(self) -> BrokenError | None:
+        """Describe how the segment lost pages (truncated or unbacked), or None while it is whole.
+
+        Reads the fault guard's mark (a C call, no system call) and, at most every 50 ms, the
+        file's size; callers are the slow paths, never the per-message ones.
+        """
+        lost = self.lost()
+        if lost is not None:
+            return lost
         now = time.monotonic()
         if now - self._size_checked >= _SIZE_CHECK_EVERY_S:
             self._size_checked = now
