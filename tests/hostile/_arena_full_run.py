@@ -91,6 +91,20 @@ class ArenaFullKeep(flowplex.Kernel):
         cc.emit(0, len(self.kept))
 
 
+_CONSUME = r"""
+import sys
+from flowplex.errors import FlowplexError
+from flowplex.transport import Ring
+c = Ring.attach(sys.argv[1]).consumer()
+n = 0
+try:
+    while c.recv(timeout=2).data == b"y" * 200:
+        n += 1
+except FlowplexError as exc:
+    print(n, type(exc).__name__)
+"""
+
+
 def fill(path: str) -> int:
     """Fill the tmpfs from another process; the bytes it took."""
     out = subprocess.run([sys.executable, "-c", _FILL, path], capture_output=True, text=True, check=True, timeout=60)
@@ -155,5 +169,33 @@ def main(mode: str) -> None:
     print(f"outputs {got}")
 
 
+def ring(mode: str) -> None:
+    """A ring on a full ``/dev/shm``: at ``create``, at the first ``producer()``, or ``send``s
+    into a lane claimed before the fill. Prints what happened."""
+    from flowplex.transport import Ring
+
+    filler = os.path.join("/dev/shm", f"filler-{os.getpid()}")
+    if mode == "create":
+        fill(filler)
+    try:
+        with Ring.create(capacity=4096, max_producers=4) as r:
+            if mode == "claim":
+                fill(filler)
+            p = r.producer()
+            if mode == "send":
+                fill(filler)
+            sent = sum(p.send(b"y" * 200) for _ in range(r.capacity))
+            p.close()
+            # Another process reads: it sees the file's pages, not this process's mapping.
+            got = subprocess.run([sys.executable, "-c", _CONSUME, r.name], capture_output=True, text=True,
+                                 check=True, timeout=60).stdout.strip()
+            print(f"sent {sent} received {got}")
+    except (FlowplexError, OSError) as exc:
+        print(f"error {type(exc).__name__}: {exc}")
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    if sys.argv[1].startswith("ring-"):
+        ring(sys.argv[1].removeprefix("ring-"))
+    else:
+        main(sys.argv[1])

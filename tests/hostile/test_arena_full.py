@@ -95,3 +95,21 @@ def test_flowplex_run_exits_1_with_the_message_and_every_output_that_fitted(tmp_
                      rf"{FULL.format(what='buffer')}", r.stderr), r.stderr
     # Frames 0..7 filled the 8 MiB reserved (2 before the fill, 6 after); each was delivered.
     assert [line.split("\t")[-1] for line in r.stdout.splitlines()] == [str(n) for n in range(1, 9)], r.stdout
+
+
+RING_FULL: Final = (r"error OSError: \[Errno 28\] ring 'flowplex-ring-[0-9a-f-]+': /dev/shm is full \(\d+ MiB free\), "
+                    r"so {what} could not get memory; free space in /dev/shm \(`flowplex shm clean` removes what "
+                    r"dead flowplex processes left\), or use a smaller capacity")
+
+
+@pytest.mark.parametrize(("mode", "expected"), [
+    ("create", RING_FULL.format(what="its headers")),  # was SIGBUS: the header was written first
+    ("claim", RING_FULL.format(what=r"producer lane 0 \(1024 KiB\)")),  # was SIGBUS at a later send
+    ("send", "sent 4096 received 4096 EndOfStream"),  # the lane was reserved when claimed: nothing lost
+])
+@pytest.mark.parametrize("impl", ["c", "python"])
+def test_a_ring_on_a_full_dev_shm_is_an_error_at_create_or_claim_never_at_a_send(mode: str, expected: str,
+                                                                                 impl: str) -> None:
+    r = _run(f"{PYTHON} -m tests.hostile._arena_full_run ring-{mode}", impl)
+    assert r.rc == 0 and not r.hung, _signal_death(r)
+    assert re.fullmatch(expected, r.stdout.strip()), r.stdout
