@@ -32,9 +32,9 @@ UNSHARE: Final = ["unshare", "--mount", "--propagation", "private", "sh", "-c"]
 PYTHON: Final = shlex.quote(sys.executable)
 MOUNT: Final = "mount -t tmpfs -o size=64m tmpfs /dev/shm && exec "
 FULL: Final = (r"the shared-memory arena could not get memory for a {what} of 1048576 bytes: /dev/shm is full "
-               r"\(\d+ MiB free; the arena's 8 MiB reserved so far are all in use, of 32 MiB\); free space in "
-               r"/dev/shm \(`flowplex shm clean` removes what dead flowplex processes left\), or keep fewer "
-               r"frames in flight")
+               r"\(\d+ MiB free; the 8 MiB the arena reserved so far, of its 32 MiB, have no room for it\); "
+               r"free space in /dev/shm \(`flowplex shm clean` removes what dead flowplex processes left\), or "
+               r"keep fewer frames in flight")
 
 
 def _namespace_or_skip() -> None:

@@ -326,11 +326,11 @@ class Arena:
 
     def _full_error(self, what: str, nbytes: int) -> UsageError:
         reserved = int(self._reserved[0]) * PAGE
-        msg = (f"the shared-memory arena could not get memory for a {what} of {nbytes} bytes: {SHM_DIR} is full "
-               f"({_free_mib()} MiB free; the arena's {reserved // _MIB} MiB reserved so far are all in use, of "
-               f"{self.capacity // _MIB} MiB); free space in {SHM_DIR} (`flowplex shm clean` removes what dead "
-               "flowplex processes left), or keep fewer frames in flight (`max_in_flight`, the queue limits) "
-               "or give the executor a smaller `arena_bytes`")
+        msg = (f"the shared-memory arena could not get memory for a {what} of {nbytes} bytes: {SHM_DIR} "
+               f"is full ({_free_mib()} MiB free; the {reserved // _MIB} MiB the arena reserved so far, of its "
+               f"{self.capacity // _MIB} MiB, have no room for it); free space in {SHM_DIR} (`flowplex shm "
+               "clean` removes what dead flowplex processes left), or keep fewer frames in flight "
+               "(`max_in_flight`, the queue limits) or give the executor a smaller `arena_bytes`")
         return UsageError(msg)
 
     def check_intact(self) -> None:
@@ -511,6 +511,7 @@ class Arena:
             if not self._seg.mm.closed:
                 self._seg.mm.close()  # raises BufferError while arrays of it live; else unmapped
             self._unguard()  # after the unmap: a fault in a still-mapped range stays an error
+            self._guard = -1
             self._seg.close()
         except BufferError:
             log.debug("process.arena.kept name=%s (arrays of it are still alive)", self.name)
