@@ -6,13 +6,15 @@ Prints one line, ``outputs N`` or ``error <Type>: <message>``, and exits 0 (a si
 the finding).
 
 Modes: ``host`` (the host writes numpy frames into the arena), ``worker`` (a worker's kernel
-makes its frames with ``new_buffer``). ``CLI_GRAPH`` is the same for ``flowplex run``: the source
+makes its frames with ``new_buffer``); with ``-truncate`` (``host-truncate``...) the arena's file
+is truncated to 0 instead of a fill (no namespace needed). ``CLI_GRAPH`` is the same for ``flowplex run``: the source
 ``ArenaFullSource`` fills ``/dev/shm`` (from another process) after its first frames, and
 ``ArenaFullKeep`` keeps every frame alive, so that each new one needs pages never touched.
 """
 
 from __future__ import annotations
 
+import glob
 import os
 import subprocess
 import sys
@@ -128,6 +130,8 @@ def main(mode: str) -> None:
     if mode == "start":  # full before the pool starts: its arena cannot even reserve its tables
         fill(filler)
         mode = "host"
+    truncate = mode.endswith("-truncate")  # the arena's file truncated to 0 instead of a fill
+    mode = mode.removesuffix("-truncate")
     try:
         with flowplex.Graph.from_yaml(graph(mode)) as g:
             out = g.add_poller("y")
@@ -136,7 +140,10 @@ def main(mode: str) -> None:
                 g.send("x", frame(mode, ts), ts=ts)
                 out.next(timeout=20)
                 got += 1
-            if not os.path.exists(filler):
+            if truncate:  # another process's doing, as far as the pool can tell
+                (path,) = (p for p in glob.glob("/dev/shm/flowplex-arena-*") if f"-{os.getpid()}-" in p)
+                os.truncate(path, 0)
+            elif not os.path.exists(filler):
                 fill(filler)
             sent = BEFORE
             try:

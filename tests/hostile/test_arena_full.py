@@ -24,6 +24,8 @@ from typing import Final
 
 import pytest
 
+from flowplex.transport import _accel
+
 from ._arena_full_run import CLI_GRAPH
 from ._ring_run import ROOT, env
 from .conftest import CLI, Limited, run_limited
@@ -113,3 +115,18 @@ def test_a_ring_on_a_full_dev_shm_is_an_error_at_create_or_claim_never_at_a_send
     r = _run(f"{PYTHON} -m tests.hostile._arena_full_run ring-{mode}", impl)
     assert r.rc == 0 and not r.hung, _signal_death(r)
     assert re.fullmatch(expected, r.stdout.strip()), r.stdout
+
+
+@pytest.mark.parametrize(("mode", "node"), [("host", "fwd"), ("worker", "make")])
+def test_an_arena_truncated_under_the_pool_is_an_error_naming_the_node(mode: str, node: str) -> None:
+    """Another process truncates the arena's file: the SIGBUS guard covers the arena's mapping in
+    the host and the workers, and the next allocation or transfer says what happened."""
+    if _accel.guard is None:
+        pytest.skip("without the C extension's SIGBUS guard a truncated arena kills the process that touches it")
+    r = run_limited([sys.executable, "-m", "tests.hostile._arena_full_run", f"{mode}-truncate"], mem_mb=4096,
+                    timeout_s=60, stdout_path=None, env=env("c") | {"PYTHONPATH": f"{ROOT / 'src'}:{ROOT}"})
+    assert r.rc == 0 and not r.hung, _signal_death(r)
+    line = r.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(rf"error after 2 outputs KernelError: kernel failed: \[{node}\] UsageError: the process pool's "
+                        r"shared-memory arena (flowplex-arena-[0-9a-f-]+) lost pages under its mapping \(another "
+                        r"process truncated /dev/shm/\1\?\); the frames in them are gone", line), line
