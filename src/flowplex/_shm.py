@@ -24,6 +24,7 @@ per-segment ``threading.Lock`` serialises the threads that share one descriptor.
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import logging
 import mmap
@@ -128,6 +129,15 @@ def reclaim_dead(kinds: tuple[str, ...] = ("ring", "arena"), *, dry_run: bool = 
             log.info("shm.reclaim.ok name=%s creator_pid=%d", name, pid)
         removed.append(name)
     return removed
+
+
+def free_bytes() -> int:
+    """Bytes that ``/dev/shm`` can still give (-1 when it cannot be asked)."""
+    try:
+        st = os.statvfs(SHM_DIR)
+    except OSError:
+        return -1
+    return st.f_bavail * st.f_frsize
 
 
 def _register(name: str) -> None:
@@ -244,6 +254,24 @@ class Segment:
             os.close(fd)
             raise
         return cls(name, fd, mm, owner=False)
+
+    def reserve(self, offset: int, length: int) -> None:
+        """Give bytes ``offset .. offset + length`` of the segment their memory now (``fallocate``).
+
+        On tmpfs a page gets its memory at the first touch, and a touch that finds the file
+        system full kills the process (SIGBUS); a reserved page never faults for want of space,
+        so a full ``/dev/shm`` becomes this call's ``OSError`` instead.  Reserving a range twice
+        is correct but slow (tmpfs walks every page again): callers keep a mark.
+
+        Call it holding :meth:`acquire` (which keeps the descriptor from being closed meanwhile).
+
+        Raises:
+            OSError: ``ENOSPC`` (the file system is full; nothing was reserved), ``EOPNOTSUPP``
+                (a file system without ``fallocate``), or ``EBADF`` once closed.
+        """
+        if self._fd < 0:
+            raise OSError(errno.EBADF, "the segment is closed")
+        os.posix_fallocate(self._fd, offset, length)
 
     def file_size(self) -> int:
         """The segment file's size now (another process may have truncated it); -1 when closed."""

@@ -17,10 +17,23 @@ has one already. A worker that dies loses every hold of its slot at once (``clea
 Proxies die wherever the last reference goes, possibly inside this module through the cyclic
 GC, so a death never blocks: it queues the release and applies the queue when the lock is free;
 whoever holds the lock applies it on leaving.
+
+A full ``/dev/shm`` is an error, never a signal. On tmpfs a page gets its memory at its first
+touch, and a touch that finds the file system full kills the process with SIGBUS. So the arena
+reserves memory (``fallocate``) before it hands a page out: the tables and the first
+``RESERVE_PAGES`` at creation (a ``/dev/shm`` too full for those fails the pool's start), then
+the data pages in steps as the allocator first reaches them, under the lock, with the reserved
+mark in the header. Reserving all of a 1 GiB arena at start would cost about 80 ms and commit
+1 GiB of memory for the run, whatever it sends; in steps the arena costs what it uses, as
+before. When a step finds ``/dev/shm`` full, allocation goes on in the pages reserved already and
+fails, saying so, when none is free there. Pages can still vanish when another process truncates
+the segment: the ring's SIGBUS guard (``_fastring``, where the extension is built) covers the
+arena's mapping too, and the next allocation, write or credit reports the loss.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import struct
@@ -31,8 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
-from .._shm import SHM_DIR, Segment, new_name
+from .._shm import SHM_DIR, Segment, free_bytes, new_name
 from ..errors import UsageError
+from ..transport import _accel
 
 if TYPE_CHECKING:
     import numpy as np
@@ -52,9 +66,18 @@ as it is touched (and reused first), so the default costs what the frames in fli
 WAIT_S: Final = 60.0
 """How long an allocation waits for space (backpressure) before it fails, saying why."""
 NAME_PREFIX: Final = "flowplex-arena-"
+RESERVE_PAGES: Final = 128
+"""Data pages reserved at a time (8 MiB: a handful of frames; one ``fallocate`` of about 1 ms)."""
+FULL_RETRY_S: Final = 1.0
+"""After ``/dev/shm`` was found full, how long allocations stay in the reserved pages before
+asking for more again (a failed reservation costs the kernel an allocation and its undoing)."""
+_SIZE_CHECK_EVERY_S: Final = 0.05
+_MIB: Final = 1 << 20
 
-_HEADER: Final = struct.Struct("<8sQQQ")
-"""magic, pages, slots, data offset."""
+_HEADER: Final = struct.Struct("<8sQQQQ")
+"""magic, pages, slots, data offset, reserved data pages (pages ``0 .. reserved - 1`` have their
+memory; changed under the lock)."""
+_RESERVED_AT: Final = 32
 _MAGIC: Final = b"FPXARENA"
 
 
@@ -102,7 +125,7 @@ class Arena:
     def __init__(self, seg: Segment, slot: int) -> None:
         import numpy as np
 
-        magic, pages, slots, data_at = _HEADER.unpack_from(seg.mm, 0)
+        magic, pages, slots, data_at, _ = _HEADER.unpack_from(seg.mm, 0)
         if magic != _MAGIC:
             msg = f"shared-memory segment {seg.name} is not a flowplex arena"
             raise UsageError(msg)
@@ -112,6 +135,18 @@ class Arena:
         self.slots = slots
         self.capacity = pages * PAGE
         self._seg = seg
+        self._data_at = data_at
+        self._reserved = np.frombuffer(seg.mm, np.int64, 1, _RESERVED_AT)
+        """The header's reserved mark (read and written under the lock)."""
+        self._full_until = 0.0
+        """Until then (monotonic), ``/dev/shm`` was full: no new reservation is attempted."""
+        self._size_checked = 0.0
+        guard = _accel.guard
+        token = -1 if guard is None else int(guard.guard_register(seg.mm))
+        self._unguard = weakref.finalize(seg.mm, _unguard, token)
+        """Unregisters the mapping from the fault guard: at ``close``, or when the mapping goes
+        (arrays of it outlived ``close``), never twice (the token may be reused)."""
+        self._guard = token
         at = _HEADER.size
         self._used = np.frombuffer(seg.mm, np.uint8, pages, at)
         at += pages
@@ -136,10 +171,18 @@ class Arena:
         self._waits = 0
 
     @classmethod
-    def create(cls, size: int, slots: int) -> Arena:
+    def create(cls, size: int, slots: int, *, owner: str = "the process pool") -> Arena:
         """A new arena of ``size`` bytes (see ``arena_size``) for ``slots`` processes; slot 0 is ours.
 
+        Reserves the tables and the first ``RESERVE_PAGES`` (see the module docstring).
+
+        Args:
+            size: Bytes of data.
+            slots: Processes that hold blocks (the host and each worker).
+            owner: Who the arena is for, in error messages (the pool names its executor).
+
         Raises:
+            UsageError: ``/dev/shm`` is too full for the reservation, saying how full.
             OSError: ``/dev/shm`` refused the segment.
         """
         pages = max(1, size // PAGE)
@@ -148,8 +191,22 @@ class Arena:
         meta += 16 * pages + 4 * pages * slots
         data_at = meta + -meta % PAGE
         seg = Segment.create(new_name(NAME_PREFIX), data_at + pages * PAGE)
-        _HEADER.pack_into(seg.mm, 0, _MAGIC, pages, slots, data_at)
-        return cls(seg, 0)
+        try:
+            first = min(pages, RESERVE_PAGES)
+            with seg.locked():
+                reserved = _reserve(seg, 0, data_at + first * PAGE, pages, first)
+            if reserved < 0:
+                msg = (f"{owner}: the shared-memory arena could not get memory: {SHM_DIR} is full "
+                       f"({_free_mib()} MiB free, it needs {(data_at + first * PAGE) // _MIB + 1} MiB to start); "
+                       f"free space in {SHM_DIR} (`flowplex shm clean` removes what dead flowplex processes "
+                       "left), or run the graph with a larger /dev/shm (docker run --shm-size)")
+                raise UsageError(msg)
+            _HEADER.pack_into(seg.mm, 0, _MAGIC, pages, slots, data_at, reserved)
+            return cls(seg, 0)
+        except BaseException:
+            seg.close()
+            seg.unlink()
+            raise
 
     @classmethod
     def attach(cls, name: str, slot: int) -> Arena:
@@ -209,12 +266,17 @@ class Arena:
             msg = (f"{what} of {nbytes} bytes does not fit in the process pool's shared-memory arena "
                    f"({self.capacity} bytes); raise the executor's `arena_bytes`")
             raise UsageError(msg)
+        self.check_intact()
         deadline = 0.0
         pause = 0.0002
         while True:
             self._lock()
             try:
-                first = self._find(need)
+                first = self._find(need, self.pages)
+                if first >= 0 and first + need > self._reserved[0] and not self._grow(first + need):
+                    first = self._find(need, int(self._reserved[0]))
+                    if first < 0:
+                        raise self._full_error(what, nbytes)
                 if first >= 0:
                     self._used[first:first + need] = 1
                     self._first[first:first + need] = first
@@ -242,11 +304,62 @@ class Arena:
         self._proxies[first] = weakref.ref(proxy, _on_dead(self, first))
         return proxy
 
-    def _find(self, need: int) -> int:
-        """The first page of ``need`` free pages in a row, or -1 (under the lock)."""
+    def _grow(self, end: int) -> bool:
+        """Reserve the data pages up to at least ``end`` (under the lock); False when ``/dev/shm``
+        is full, or was found full less than ``FULL_RETRY_S`` ago."""
+        now = time.monotonic()
+        if now < self._full_until:
+            return False
+        have = int(self._reserved[0])
+        upto = min(self.pages, max(end, have + RESERVE_PAGES))
+        reserved = _reserve(self._seg, self._data_at + have * PAGE, (upto - have) * PAGE, self.pages, upto)
+        if reserved < 0 and upto > end:  # nearly full: maybe just what this block needs fits
+            upto = end
+            reserved = _reserve(self._seg, self._data_at + have * PAGE, (upto - have) * PAGE, self.pages, upto)
+        if reserved < 0:
+            self._full_until = now + FULL_RETRY_S
+            log.warning("process.arena.full name=%s reserved_mib=%d free_mib=%d (%s is full)", self.name,
+                        have * PAGE // _MIB, _free_mib(), SHM_DIR)
+            return False
+        self._reserved[0] = reserved
+        return True
+
+    def _full_error(self, what: str, nbytes: int) -> UsageError:
+        reserved = int(self._reserved[0]) * PAGE
+        msg = (f"the shared-memory arena could not get memory for a {what} of {nbytes} bytes: {SHM_DIR} "
+               f"is full ({_free_mib()} MiB free; the {reserved // _MIB} MiB the arena reserved so far, of its "
+               f"{self.capacity // _MIB} MiB, have no room for it); free space in {SHM_DIR} (`flowplex shm "
+               "clean` removes what dead flowplex processes left), or keep fewer frames in flight "
+               "(`max_in_flight`, the queue limits) or give the executor a smaller `arena_bytes`")
+        return UsageError(msg)
+
+    def check_intact(self) -> None:
+        """Raise if the segment lost pages under this process's mapping (truncated by someone).
+
+        Reads the fault guard's mark (no system call) and, at most every 50 ms, the file's size.
+
+        Raises:
+            UsageError: the arena lost pages; the frames in them are gone.
+        """
+        guard = _accel.guard
+        if guard is not None and self._guard >= 0 and guard.guard_tripped(self._guard):
+            msg = (f"the process pool's shared-memory arena {self.name} lost pages under its mapping "
+                   f"(another process truncated {SHM_DIR}/{self.name}?); the frames in them are gone")
+            raise UsageError(msg)
+        now = time.monotonic()
+        if now - self._size_checked >= _SIZE_CHECK_EVERY_S:
+            self._size_checked = now
+            size = self._seg.file_size()
+            if 0 <= size < self._seg.size:
+                msg = (f"the process pool's shared-memory arena {self.name} was truncated to {size} bytes "
+                       f"under its {self._seg.size}-byte mapping (by another process); the frames in it are gone")
+                raise UsageError(msg)
+
+    def _find(self, need: int, limit: int) -> int:
+        """The first page of ``need`` free pages in a row below page ``limit``, or -1 (under the lock)."""
         import numpy as np
 
-        used = self._used
+        used = self._used[:limit]
         if need == 1:
             free = np.flatnonzero(used == 0)
             return int(free[0]) if free.size else -1
@@ -276,6 +389,7 @@ class Arena:
         import numpy as np
 
         block[:raw.nbytes] = np.frombuffer(raw, np.uint8)
+        self.check_intact()  # a page lost under the copy went to a private page: nobody would see it
         self._writes += 1
         self._write_bytes += raw.nbytes
         return block, int(block.__array_interface__["data"][0]) - self._base
@@ -312,6 +426,7 @@ class Arena:
 
     def credit(self, offsets: list[int], slot: int) -> None:
         """Give ``slot`` one hold on the block of each offset (it is about to receive them)."""
+        self.check_intact()
         first = self._first
         holds = self._holds
         self._lock()
@@ -390,12 +505,48 @@ class Arena:
         self._closed = True
         if unlink:
             self._seg.unlink()
-        del self._used, self._first, self._length, self._holds
+        del self._used, self._first, self._length, self._holds, self._reserved
         try:
             self._view.release()
+            if not self._seg.mm.closed:
+                self._seg.mm.close()  # raises BufferError while arrays of it live; else unmapped
+            self._unguard()  # after the unmap: a fault in a still-mapped range stays an error
+            self._guard = -1
             self._seg.close()
         except BufferError:
             log.debug("process.arena.kept name=%s (arrays of it are still alive)", self.name)
+
+
+def _reserve(seg: Segment, offset: int, length: int, pages: int, upto: int) -> int:
+    """Reserve ``length`` bytes from ``offset`` (under the lock): ``upto`` when done, -1 when
+    ``/dev/shm`` is full, ``pages`` (everything) where the file system cannot reserve.
+
+    Raises:
+        UsageError: any other refusal.
+    """
+    try:
+        seg.reserve(offset, length)
+    except OSError as exc:
+        if exc.errno == errno.ENOSPC:
+            return -1
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+            # No fallocate here: pages get memory at their first touch, as before (the guard is
+            # then the only net); never ask again.
+            log.info("process.arena.unreserved name=%s (%s)", seg.name, exc.strerror)
+            return pages
+        msg = f"the process pool's shared-memory arena {seg.name} could not get memory: {exc.strerror}"
+        raise UsageError(msg) from None
+    return upto
+
+
+def _free_mib() -> int:
+    return max(0, free_bytes()) // _MIB
+
+
+def _unguard(token: int) -> None:
+    guard = _accel.guard
+    if guard is not None and token >= 0:
+        guard.guard_unregister(token)
 
 
 @final

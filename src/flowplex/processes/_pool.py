@@ -236,7 +236,8 @@ class ProcessPoolExecutor(OnCallerTasks):
     def _open_arena(self) -> Arena:
         arena = self._arena
         if arena is None:
-            arena = self._arena = Arena.create(arena_size(self.arena_bytes), self.num_processes + 1)
+            arena = self._arena = Arena.create(arena_size(self.arena_bytes), self.num_processes + 1,
+                                               owner=f"ProcessPoolExecutor `{self.name}`")
         return arena
 
     def buffer_allocator(self) -> BufferAllocator | None:

@@ -8,7 +8,10 @@ hostile process of the same user can write at will.  So counters wrap at 2**64 i
 failing, positions far beyond what the protocol allows are reported as ``BrokenError``, and a
 segment that loses pages under the mapping (truncated, or ``/dev/shm`` full) is caught by the C
 fault guard where the extension is built (``_fastring.c``) and reported by
-:meth:`RingCore.intact`.
+:meth:`RingCore.intact`.  A full ``/dev/shm`` is mostly prevented: the ring reserves
+(``fallocate``) the pages of its headers when it is created, and a lane's pages when a producer
+first claims it (a lane's every slot is written once ``capacity`` messages went through, so this
+costs nothing that the lane would not use), so tmpfs never has to find memory at a first touch.
 
 The registry updates run under the segment's cross-process lock (``Segment.locked``), which is
 also a full memory barrier, and are rare enough that their cost does not matter.  The hot part
@@ -17,12 +20,13 @@ also a full memory barrier, and are rare enough that their cost does not matter.
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import time
 from typing import Final, final
 
-from .._shm import Segment
+from .._shm import SHM_DIR, Segment, free_bytes
 from ..errors import BrokenError, UsageError
 from . import _accel
 from . import _layout as lay
@@ -47,6 +51,38 @@ def this_process() -> tuple[int, int]:
         _PID[0] = pid
         _PID[1] = start_time(pid)
     return _PID[0], _PID[1]
+
+
+def reserve(seg: Segment, spans: list[tuple[int, int]], what: str) -> None:
+    """Give the ``(offset, length)`` spans of ``seg`` their memory now (holding its lock).
+
+    Raises:
+        OSError: ``ENOSPC``, with a message that says how full ``/dev/shm`` is and what to do.
+    """
+    try:
+        for offset, length in spans:
+            seg.reserve(offset, length)
+    except OSError as exc:
+        if exc.errno in (errno.EOPNOTSUPP, errno.ENOSYS):
+            return  # no fallocate on this file system: pages get memory when touched (the guard's case)
+        if exc.errno != errno.ENOSPC:
+            raise
+        msg = (
+            f"ring {seg.name!r}: {SHM_DIR} is full ({max(0, free_bytes()) >> 20} MiB free), so {what} could not "
+            f"get memory; free space in {SHM_DIR} (`flowplex shm clean` removes what dead flowplex processes "
+            "left), or use a smaller capacity"
+        )
+        raise OSError(errno.ENOSPC, msg) from None
+
+
+def header_spans(capacity: int, max_producers: int) -> list[tuple[int, int]]:
+    """The spans a new ring reserves: the global header and every lane header (each process that
+    opens the ring reads them all), or the whole segment when its lanes are small."""
+    if lay.lane_size(capacity) <= lay.GLOBAL_HEADER_SIZE:
+        return [(0, lay.segment_size(capacity, max_producers))]  # at most 1 MiB
+    spans = [(0, lay.GLOBAL_HEADER_SIZE)]
+    spans += [(lay.lane_offset(capacity, lane), lay.LANE_HEADER_SIZE) for lane in range(max_producers)]
+    return spans
 
 
 @final
@@ -87,11 +123,16 @@ class RingCore:
         plain = self.words.plain
         plain[word] = (plain[word] + n) & U64
 
-    def intact(self) -> BrokenError | None:
-        """Describe how the segment lost pages (truncated or unbacked), or None while it is whole.
+    @property
+    def guard_token(self) -> int:
+        """This mapping's fault-guard token (-1: unguarded), for the C writer's own check."""
+        return self._guard
 
-        Reads the fault guard's mark (a C call, no system call) and, at most every 50 ms, the
-        file's size; callers are the slow paths, never the per-message ones.
+    def lost(self) -> BrokenError | None:
+        """The error for a fault the guard absorbed in this mapping, or None (no system call).
+
+        Cheap enough for every send: a producer whose stores faulted wrote to a private zero
+        page that the consumer never sees, so it must not report the message as sent.
         """
         guard = _accel.guard
         if guard is not None and self._guard >= 0 and guard.guard_tripped(self._guard):
@@ -100,6 +141,17 @@ class RingCore:
                 "(another process truncated it, or /dev/shm is full); its contents are gone"
             )
             return BrokenError(msg)
+        return None
+
+    def intact(self) -> BrokenError | None:
+        """Describe how the segment lost pages (truncated or unbacked), or None while it is whole.
+
+        Reads the fault guard's mark (a C call, no system call) and, at most every 50 ms, the
+        file's size; callers are the slow paths, never the per-message ones.
+        """
+        lost = self.lost()
+        if lost is not None:
+            return lost
         now = time.monotonic()
         if now - self._size_checked >= _SIZE_CHECK_EVERY_S:
             self._size_checked = now
@@ -166,6 +218,11 @@ class RingCore:
                     "close unused producers or create the ring with a larger max_producers"
                 )
                 raise UsageError(msg)
+            if states[choice] == lay.LANE_FREE:
+                # First use of the lane: reserve its slots (reserving again would be slow on tmpfs,
+                # and a lane that was used has its memory already).
+                span = (lay.lane_offset(self.capacity, choice), lay.lane_size(self.capacity))
+                reserve(self.seg, [span], f"producer lane {choice} ({span[1] >> 10} KiB)")
             w.store(self.lane_word(choice, lay.L_PID), pid)
             w.store(self.lane_word(choice, lay.L_START), started)
             w.store(self.lane_word(choice, lay.L_STATE), lay.LANE_ACTIVE)

@@ -205,6 +205,9 @@ static long long small_uint(PyObject *obj, unsigned long long max) {
     return v;
 }
 
+/* Whether the fault guard absorbed a fault in the mapping of ``token`` (defined with the guard). */
+static int guard_is_tripped(long long token);
+
 /* ---------------------------------------------------------------------------------------- */
 /* Writer: one producer lane's hot state and send().                                        */
 
@@ -220,6 +223,7 @@ typedef struct {
     long long tail;    /* slots published */
     long long limit;   /* cached head + capacity (-1: always take the Python path) */
     long long extra;   /* extra slots of fragmented messages; msg_id = tail - extra */
+    long long guard;   /* the ring mapping's fault-guard token (-1: unguarded) */
 } Writer;
 
 static int Writer_traverse(Writer *self, visitproc visit, void *arg) {
@@ -254,6 +258,7 @@ static int Writer_init(Writer *self, PyObject *args, PyObject *kwds) {
     self->mask = mask;
     self->lane = lane;
     self->limit = -1;
+    self->guard = -1;
     return 0;
 }
 
@@ -326,8 +331,8 @@ static PyObject *Writer_send(Writer *self, PyObject *const *args, Py_ssize_t nar
     Py_ssize_t ends[MAX_FRAGMENTS];
     int k = n <= PAYLOAD_SIZE ? (ends[0] = n, 1) : cut_points((const unsigned char *)bytes, n, ends, MAX_FRAGMENTS);
     long long t = self->tail;
-    if (k < 0 || t + k > self->limit) {
-        return forward_send(self, args, nargsf, kwnames);
+    if (k < 0 || t + k > self->limit || guard_is_tripped(self->guard)) {
+        return forward_send(self, args, nargsf, kwnames); /* a lost page: Python raises BrokenError */
     }
     long long end = self->base + ((self->mask + 1) << 8);
     if (self->tail_off + 8 > end) end = self->tail_off + 8;
@@ -377,6 +382,13 @@ static PyObject *Writer_send(Writer *self, PyObject *const *args, Py_ssize_t nar
         }
     }
     PyBuffer_Release(&view);
+    if (guard_is_tripped(self->guard)) {
+        /* The segment lost this lane's pages under the mapping (truncated): the stores above
+         * went to a private zero page the consumer never sees.  The Python path raises the
+         * BrokenError (the message is not sent: returning True would be a lie). */
+        self->limit = -1;
+        return forward_send(self, args, nargsf, kwnames);
+    }
     Py_RETURN_TRUE;
 }
 
@@ -397,7 +409,7 @@ static PyMethodDef Writer_methods[] = {
                "A str is sent as UTF-8 and flagged as text. Returns True when published, False when the\n"
                "'reject' policy refused it (lane full; counted). Blocks only under 'block', up to timeout\n"
                "seconds. agent_type is an AgentType (2 is ASSISTANT); timestamp_ns defaults to time.time_ns(). Raises UsageError for a bad argument,\n"
-               "Timeout, BrokenError (consumer gone) and ClosedError. The plain case runs in C; every\n"
+               "Timeout, BrokenError (consumer gone, or the segment lost pages) and ClosedError. The plain case runs in C; every\n"
                "other case in the equivalent pure-Python implementation.")},
     {"bind", (PyCFunction)Writer_bind, METH_O, PyDoc_STR("Set the pure-Python send that handles every other case.")},
     {NULL},
@@ -407,6 +419,7 @@ static PyMemberDef Writer_members[] = {
     {"tail", T_LONGLONG, offsetof(Writer, tail), 0, "Slots published."},
     {"limit", T_LONGLONG, offsetof(Writer, limit), 0, "Cached head + capacity; -1 sends everything to Python."},
     {"extra", T_LONGLONG, offsetof(Writer, extra), 0, "Extra slots taken by fragmented messages so far."},
+    {"guard", T_LONGLONG, offsetof(Writer, guard), 0, "The mapping's fault-guard token (-1: unguarded)."},
     {NULL},
 };
 
@@ -696,7 +709,8 @@ static PyTypeObject ReaderType = {
  * which kills the process.  No check before an access can close that race, so the guard
  * handles the fault: a SIGBUS whose address lies in a registered mapping gets that page
  * replaced by a private zero page (the faulting access is then retried and succeeds), and the
- * mapping is marked "tripped"; the ring's slow paths see the mark and raise BrokenError.  Zero
+ * mapping is marked "tripped"; the ring's slow paths see the mark and raise BrokenError, and so
+ * does a send whose own stores faulted (the producer checks the mark after each write).  Zero
  * pages read as "nothing published" or as slots that break the protocol, never as messages.
  * A tmpfs that runs out of space also raises SIGBUS on a first touch, and is handled the same.
  * Faults outside the registered mappings go to the handler that was installed before (for
@@ -795,6 +809,10 @@ static PyObject *guard_unregister(PyObject *module, PyObject *token) {
         __atomic_store_n(&guarded[i].end, 0, __ATOMIC_RELAXED);
     }
     Py_RETURN_NONE;
+}
+
+static int guard_is_tripped(long long token) {
+    return token >= 0 && token < MAX_GUARDED && __atomic_load_n(&guarded[token].tripped, __ATOMIC_ACQUIRE);
 }
 
 static PyObject *guard_tripped(PyObject *module, PyObject *token) {

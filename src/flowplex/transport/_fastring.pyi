@@ -32,6 +32,7 @@ class Writer:
     tail: int
     limit: int
     extra: int
+    guard: int
     def __init__(self, mm: mmap, base: int, tail_off: int, lane_off: int, mask: int, lane: int) -> None: ...
     def bind(self, py_send: Callable[..., bool], /) -> None: ...
     def send(

@@ -116,6 +116,8 @@ class Producer:
         )
         hot: _HotState = _PyHotState() if writer is None else writer
         hot.tail, hot.limit, hot.extra = tail, -1, tail - msg
+        if writer is not None:
+            writer.guard = core.guard_token  # C checks the fault mark after each write
         self._hot = hot
         self._closed = False
         self._peer_checked = 0.0
@@ -172,6 +174,7 @@ class Producer:
         if self._closed or self._core.closed:
             msg = f"producer {self.lane} of ring {self._core.name!r} is closed"
             raise ClosedError(msg)
+        self._raise_if_lost()
         if (
             type(stream_id) is not int
             or type(agent_type) not in (int, AgentType)
@@ -209,6 +212,18 @@ class Producer:
             self._write(data, ends, flags, stream_id, agent_type, ts)
         self._note_hwm(self._hot.tail - core.words.load(self._head_i))
         return True
+
+    def _raise_if_lost(self) -> None:
+        """Raise ``BrokenError`` once the segment lost pages under this process's mapping.
+
+        Called before and after each slow-path write (the hot paths check the same mark): a
+        truncated segment's pages are replaced by private zero pages (``_fastring``'s fault
+        guard), so a write after the truncation reaches nobody, and ``send`` must not say True.
+        """
+        lost = self._core.lost()
+        if lost is not None:
+            self._hot.limit = -1  # every later send comes here too
+            raise lost
 
     def _check_consumer(self) -> None:
         """Raise ``BrokenError`` if the consumer closed or died (checked at most every 50 ms).
@@ -265,6 +280,7 @@ class Producer:
         self._hot.extra += len(ends) - 1
         self._hot.tail = t + len(ends)
         self._store(self._tail_i, self._hot.tail)  # release: publishes every fragment at once
+        self._raise_if_lost()
 
     def _write_overwriting(self, data: bytes, ends: list[int], flags: int, sid: int, agent: int, ts: int) -> None:
         """drop_oldest: overwrite whatever is there, seqlock-style, so a reader can tell.
@@ -293,6 +309,7 @@ class Producer:
         self._hot.extra += len(ends) - 1
         self._hot.tail = t + len(ends)
         self._store(self._tail_i, self._hot.tail)
+        self._raise_if_lost()
 
     def _count(self, word: int, n: int = 1) -> None:
         # Producer-owned statistics word: single writer, no ordering needed.
@@ -352,6 +369,7 @@ class Producer:
         if self._closed or core.closed:
             msg = f"producer {self.lane} of ring {core.name!r} is closed"
             raise ClosedError(msg)
+        self._raise_if_lost()
         total = len(rows)
         if total == 0:
             return 0
@@ -385,6 +403,7 @@ class Producer:
             self._copy_rows(rows[sent : sent + k], ends is not None, width)
             sent += k
             self._store(self._tail_i, self._hot.tail)  # release: publishes the k rows at once
+            self._raise_if_lost()
         if ends is None:
             return sent
         return int(np.searchsorted(ends, sent, side="right"))
@@ -526,6 +545,11 @@ def _make_send(producer: Producer) -> SendFn:
     # the lane of a producer dropped without close().
     slow = weakref.WeakMethod(producer._send_slow)
     now = _now
+    # The fault guard's mark, read after each write: a truncated segment's pages are private
+    # zero pages by then, and the message reached nobody (one C call, about 40 ns).
+    guard = _accel.guard
+    token = producer._core.guard_token
+    tripped = guard.guard_tripped if guard is not None and token >= 0 else None
 
     def send(
         data: bytes | str,
@@ -553,7 +577,8 @@ def _make_send(producer: Producer) -> SendFn:
         Raises:
             UsageError: a bad argument, or a message needing more slots than the capacity.
             Timeout: the ``block`` policy waited ``timeout`` seconds (counted as rejected).
-            BrokenError: the ``block`` policy waited for a consumer that closed or died.
+            BrokenError: the consumer closed or died (noticed on the slow paths), or the
+                segment lost pages under the mapping (truncated): the message reached nobody.
             ClosedError: the producer or its ring was closed.
         """
         if type(data) is bytes:
@@ -590,7 +615,9 @@ def _make_send(producer: Producer) -> SendFn:
             t += 1
             st.tail = t
             ordered[tail_i] = t  # release store: publishes the slot written above
-            return True
+            if tripped is None or not tripped(token):
+                return True
+            st.limit = -1  # lost pages: the slow path raises BrokenError, for this send and later ones
         method = slow()
         if method is None:
             msg = "send: the producer was garbage-collected"

@@ -35,7 +35,7 @@ from .._shm import Segment, check_name, new_name, reclaim_dead
 from ..errors import BrokenError, ClosedError, UsageError
 from . import _layout as lay
 from ._consumer import Consumer
-from ._core import RingCore, this_process
+from ._core import RingCore, header_spans, reserve, this_process
 from ._message import RingStats
 from ._producer import Producer
 
@@ -139,7 +139,8 @@ class Ring:
 
         Raises:
             UsageError: a bad argument, or a segment of that name exists.
-            OSError: the segment could not be created (``/dev/shm`` full...).
+            OSError: the segment could not be created, or ``/dev/shm`` is too full for its
+                headers (``ENOSPC``, saying how full).
         """
         capacity = _check_capacity(capacity)
         policy = _check_policy(full_policy)
@@ -152,6 +153,8 @@ class Ring:
         reclaim_dead(("ring",))
         seg = Segment.create(name, lay.segment_size(capacity, max_producers))
         try:
+            with seg.locked():  # before the first write: a full /dev/shm is an error here, not a SIGBUS
+                reserve(seg, header_spans(capacity, max_producers), "its headers")
             lay.GLOBAL_HEADER_STRUCT.pack_into(
                 seg.mm, 0, lay.MAGIC, lay.VERSION, lay.SLOT_SIZE, capacity, max_producers, policy, this_process()[0]
             )
@@ -255,6 +258,8 @@ class Ring:
         Raises:
             UsageError: every lane is taken by a live producer.
             ClosedError: this handle is closed.
+            OSError: ``/dev/shm`` is too full for a lane never used before (``ENOSPC``, saying how
+                full): its slots get their memory when it is first claimed.
         """
         self._check_open()
         p = Producer(self._core)
