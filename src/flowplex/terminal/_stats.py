@@ -53,6 +53,10 @@ class RenderStats:
     cut_lines: int = 0
     """Log lines cut at ``max_line_chars`` (log mode): nothing is lost, the rest of the line
     follows on continuation lines; a line without end cannot grow without bound."""
+    cut_sequences: int = 0
+    """Escape sequences dropped for running past ``MAX_SEQUENCE`` (4096) characters without their
+    end (an OSC whose BEL never came, endless CSI parameters); what followed was shown as text.
+    Also counted in ``stripped`` (log mode)."""
 
     @property
     def dropped(self) -> int:
