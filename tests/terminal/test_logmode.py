@@ -365,7 +365,10 @@ def test_a_notice_is_a_line_of_its_own(plain_log: tuple[LogRenderer, Term]) -> N
 
 
 _PIECES = st.sampled_from(["word", " ", "\t", "é中", "\x1b[31m", "\x1b[0m", "\r\n", "\n", "\x1b[H\x1b[2J", "\x1b[3A",
-                           "\x1b]0;t\x07", "\x1b[?1049h", "\x1b[?1049l", "\r"])
+                           "\x1b]0;t\x07", "\x1b[?1049h", "\x1b[?1049l", "\r",
+                           # unterminated strings and long runs (past the 4 KiB bound), other alternate screens
+                           "\x1b]0;", "\x1bP", "y" * 1500, "\x1b[?47h", "\x1b[?1047l", "\x1b[2;5H",
+                           "\x1b[" + "1;" * 700])
 
 
 @given(st.lists(_PIECES, max_size=60), st.lists(st.integers(min_value=0, max_value=400), max_size=8))

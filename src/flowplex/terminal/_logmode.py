@@ -306,6 +306,7 @@ class LogRenderer(Display):
                 # A redraw: what was held is a frame, not a log; its last line is the status.
                 frame = [text for text, _ in st.held if _SGR.sub("", text).strip()]
                 st.held.clear()
+                self._progress_replaced += max(0, len(frame) - 1)  # not logged: counted as coalesced
                 st.screen = _PAINT
                 st.progress = True
                 if frame:

@@ -67,6 +67,8 @@ _CR_OP: Final = (CR, "")
 _NEWLINE_OP: Final = (NEWLINE, "")
 _STRING_END: Final = re.compile("[\x07\x18\x1a\x1b\x9c]")
 """What ends a control string: BEL, ST (``ESC \\`` or 0x9c), or CAN/SUB/ESC, which abort it."""
+_SHORT_CSI: Final = re.compile("(\x1b\\[[\x20-\x3f]{0,64})([\x40-\x7e])")
+"""A whole CSI sequence: ESC ``[`` and up to 64 parameter characters (group 1), and its final."""
 _CSI_PARAMS: Final = re.compile("[\x20-\x3f]*")
 """A CSI's parameter and intermediate characters."""
 _SGR_PARAMS: Final = re.compile("[0-9;:]{0,64}")
@@ -148,7 +150,7 @@ class LogSanitizer:
         while i < n:
             state = self._state
             if state == _GROUND:
-                i = self._verbatim_run(text, i, pieces) if self.verbatim else self._plain_run(text, i, ops, pieces)
+                i = self._verbatim_run(text, i, ops, pieces) if self.verbatim else self._plain_run(text, i, ops, pieces)
             elif state == _CSI:
                 i = self._csi(text, i, ops, pieces)
             elif state >= _STRING:
@@ -191,6 +193,12 @@ class LogSanitizer:
                 spaces = TAB_STOP - self._column % TAB_STOP
                 pieces.append(" " * spaces)
                 self._column += spaces
+            elif ch == "\x1b" and (short := _SHORT_CSI.match(text, i - 1)) is not None:
+                # The commonest sequence (a colour), whole in this chunk: at once, then the text after it.
+                i = short.end()
+                self._final(short.group(1), short.group(2), ops, pieces)
+                if self.verbatim:
+                    return i  # it entered the alternate screen
             elif ch == "\x1b" or ch == "\x9b" or ch in _C1_STRINGS:
                 self._begin(ch)
                 return i
@@ -198,17 +206,27 @@ class LogSanitizer:
                 self.stripped += 1
         return i
 
-    def _verbatim_run(self, text: str, i: int, pieces: list[str]) -> int:
-        """Verbatim text: everything up to the next escape sequence goes through as it is."""
-        m = _INTRODUCER.search(text, i)
-        if m is None:
-            pieces.append(text[i:])
-            return len(text)
-        start = m.start()
-        if start > i:
-            pieces.append(text[i:start])
-        self._begin(text[start])
-        return start + 1
+    def _verbatim_run(self, text: str, i: int, ops: list[Op], pieces: list[str]) -> int:
+        """Verbatim text: everything up to the next escape sequence goes through as it is, and so
+        does a whole short CSI sequence."""
+        n = len(text)
+        while i < n:
+            m = _INTRODUCER.search(text, i)
+            if m is None:
+                pieces.append(text[i:])
+                return n
+            start = m.start()
+            if start > i:
+                pieces.append(text[i:start])
+            short = _SHORT_CSI.match(text, start)
+            if short is None:
+                self._begin(text[start])
+                return start + 1
+            i = short.end()
+            self._final(short.group(1), short.group(2), ops, pieces)
+            if not self.verbatim:
+                return i  # it left the alternate screen
+        return i
 
     def _begin(self, ch: str) -> None:
         """A sequence starts with ``ch`` (ESC, or a C1 CSI or string introducer)."""
