@@ -400,3 +400,19 @@ def test_without_screen_control_every_line_is_logged_whole_and_in_order(lines: l
         for line in lines:
             display.feed(1, (line + "\r\n").encode(), name="a", pty=True)
     assert out.getvalue().decode().split("\n") == [*(f"a | {line}" for line in lines), ""]
+
+
+def test_a_settled_screen_is_logged_once_and_erasing_rows_of_it_is_nothing_new(clock: FakeClock) -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), clock=clock)
+    with display:
+        display.feed(1, b"\x1b[?1049h\x1b[Hpage\x1b[24;1H:prompt", name="less", pty=True)
+        clock.advance(0.5)
+        assert display.flush()
+        assert out.getvalue() == b""  # not settled yet
+        clock.advance(1.0)
+        assert display.flush()
+        display.feed(1, b"\x1b[24;1H\r\x1b[K\x1b[?1049l")  # less erases its prompt as it quits
+        display.feed(1, b"$ \r\n")
+    lines = out.getvalue().decode().splitlines()
+    assert lines == ["less | ── screen", "less | page", *["less | "] * 22, "less | :prompt", "less | $ "]

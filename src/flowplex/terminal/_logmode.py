@@ -95,7 +95,7 @@ class _AltScreen:
         self.changed_at = 0.0
         """When the last of them came."""
         self.logged: list[str] = []
-        """The screen as last logged (the same screen is not logged twice in a row)."""
+        """The screen as last logged, every row (a screen with nothing new is not logged again)."""
 
 
 @dataclass(slots=True)
@@ -260,7 +260,8 @@ class LogRenderer(Display):
         self._status_dirty = True
 
     def _log_alt(self, info: AgentInfo, st: _LogAgent) -> None:
-        """Log the emulated screen under a ``── screen`` line, unless it is blank or was just logged.
+        """Log the emulated screen under a ``── screen`` line, unless it shows nothing new (it is
+        blank, or has only rows that were logged last time, in their places).
 
         The chunks that changed it since it was last logged were one update that got its line
         in the log, and the others coalesced (the latest state wins).
@@ -268,17 +269,20 @@ class LogRenderer(Display):
         alt = st.alt
         if alt is None or not alt.updates:
             return
-        rows = alt.vt.screen_text()
-        while rows and not rows[-1]:
-            rows.pop()
-        first = next((y for y, row in enumerate(rows) if row), len(rows))
-        rows = rows[first:]
-        shown = bool(rows) and rows != alt.logged
+        screen = alt.vt.screen_text()
+        last = alt.logged
+        # Nothing new: blank, or only rows erased since (less erases its prompt as it quits).
+        shown = not all(not row or (y < len(last) and row == last[y]) for y, row in enumerate(screen))
         self._progress_replaced += alt.updates - 1 if shown else alt.updates
         alt.updates = 0
         if not shown:
             return
-        alt.logged = rows
+        alt.logged = screen
+        rows = list(screen)
+        while rows and not rows[-1]:
+            rows.pop()
+        first = next((y for y, row in enumerate(rows) if row), len(rows))
+        rows = rows[first:]
         rule = "──" if self.caps.unicode else "--"
         header = f"{DIM}{rule} screen{RESET}" if self.caps.colour else f"{rule} screen"
         self._queue(self._prefix(info, st) + header + "\n")
