@@ -31,7 +31,9 @@ class RenderStats:
     """The largest single frame."""
     coalesced: int
     """Updates that did not get a frame of their own: merged into a later frame (the latest
-    state wins), or, in log mode, progress (``\\r``) rewrites replaced before being shown."""
+    state wins), or, in log mode, progress (``\\r``) rewrites replaced before being shown, lines
+    of a repainted frame, and a full-screen program's redraws that its next logged screen
+    replaced."""
     skipped_frames: int
     """Frame slots lost because writing the previous frame took longer than a frame period
     (the terminal is slower than the agents)."""
