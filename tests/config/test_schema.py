@@ -365,3 +365,29 @@ def test_the_problem_that_comes_first_in_the_document_is_reported() -> None:
     assert_error(text, r"^max_queue_size: ")
     text = "nodes:\n  - {name: a, kernel: K, rate: x}\nmax_queue_size: -1\n"
     assert_error(text, r"^nodes\[0\]\.rate \(node `a`\): expected a number")
+
+
+def _two_nodes(src: str = "", sink: str = "", head: str = "") -> str:
+    return (f"{head}nodes: [{{name: s, kernel: RangeSourceKernel, output_ports: [x]{src}}}, "
+            f"{{name: k, kernel: PassThroughKernel, input_ports: [x], output_ports: [y]{sink}}}]\noutput_ports: [y]\n")
+
+
+def test_a_number_that_names_something_still_works() -> None:
+    spec = load_yaml("executors: [{name: 5}]\ndefault_executor: 5\n"
+                     "nodes: [{name: 1, kernel: RangeSourceKernel, output_ports: [7], executor: 5},"
+                     " {name: 2, kernel: PassThroughKernel, input_ports: [7], output_ports: [8], back_edges: []}]\n"
+                     "output_ports: [8]\n")
+    assert [(n.name, n.executor) for n in spec.nodes] == [("1", "5"), ("2", "5")]
+    assert spec.default_executor == "5"
+
+
+def test_other_wrong_types_say_what_was_expected() -> None:
+    for text, pattern in [
+        (_two_nodes(head="default_executor: 1.5\n"), r"^default_executor: expected a string, got float `1\.5`$"),
+        (_two_nodes(src=", executor: true"),
+         r"^nodes\[0\]\.executor \(node `s`\): expected a string, got boolean `true`$"),
+        (_two_nodes(src=", kernel: [a]").replace("kernel: RangeSourceKernel, ", ""),
+         r"^nodes\[0\]\.kernel \(node `s`\): expected a string, got a list$"),
+        (_two_nodes(head="default_executor: {a: 1}\n"), r"^default_executor: expected a string, got a mapping$"),
+    ]:
+        assert_error(text, pattern)

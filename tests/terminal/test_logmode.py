@@ -79,8 +79,9 @@ def test_plain_output_has_no_escape_sequence_even_for_hostile_agents(plain_log: 
     display.start()
     display.feed(1, b"\x1b]52;c;aGVsbG8=\x07\x1b]0;title\x07\x1b[?1049h\x1b[2J\x1b[31mhi\x1b[0m\x07\n", name="m")
     display.stop()
-    assert term.data == b"m | hi\n"
-    assert display.stats().stripped == 5
+    # The alternate screen is emulated (its clear, colour and bell act there): what is left on it is logged.
+    assert term.data.decode() == "m | ── screen\nm | hi\n"
+    assert display.stats().stripped == 3
 
 
 def test_partial_line_flushed_after_the_time_limit_with_a_continuation_mark(clock: FakeClock) -> None:
@@ -272,22 +273,29 @@ def test_painting_goes_to_the_footer_then_back_to_the_log_when_quiet(clock: Fake
     assert shown == ["w | start", "w | done painting"]
 
 
-def test_the_alternate_screen_is_never_logged_and_leaving_it_logs_again(plain_log: tuple[LogRenderer, Term]) -> None:
+def test_what_is_left_on_the_alternate_screen_is_logged_on_leaving_it(plain_log: tuple[LogRenderer, Term]) -> None:
     display, term = plain_log
     display.start()
     display.feed(1, b"$ less file\r\n\x1b[?1049h\x1b[Hpage 1\r\npage 2\r\n", name="sh")
     display.feed(1, b"\x1b[?1049l$ echo back\r\nback\r\n")
     display.stop()
-    assert term.data.decode().splitlines() == ["sh | $ less file", "sh | $ echo back", "sh | back"]
+    assert term.data.decode().splitlines() == ["sh | $ less file", "sh | ── screen", "sh | page 1", "sh | page 2",
+                                               "sh | $ echo back", "sh | back"]
 
 
 def test_painting_without_newlines_stays_bounded(plain_log: tuple[LogRenderer, Term]) -> None:
-    display, _ = plain_log
+    display, term = plain_log
     display.feed(1, b"\x1b[?1049h", name="tui")
     for i in range(2000):
         display.feed(1, f"\x1b[{i % 20 + 1};1Hcell {i} ".encode() * 5)
     st = display._state[1]
-    assert st.length <= display.max_line_chars and "cell 1999" in st.status
+    assert st.length == 0 and st.alt is not None and len(st.alt.vt.screen.buffer) <= 24  # one screen, no more
+    display.end_stream(1, "exit 0")
+    with display:
+        pass
+    lines = term.data.decode().splitlines()
+    assert lines[0] == "tui | ── screen" and len(lines) == 22  # header, 20 rows, the end line
+    assert lines[20] == "tui | cell 1999" and lines[1] == "tui | cell 1980"
 
 
 # -- losses -----------------------------------------------------------------------------------------
@@ -357,7 +365,10 @@ def test_a_notice_is_a_line_of_its_own(plain_log: tuple[LogRenderer, Term]) -> N
 
 
 _PIECES = st.sampled_from(["word", " ", "\t", "é中", "\x1b[31m", "\x1b[0m", "\r\n", "\n", "\x1b[H\x1b[2J", "\x1b[3A",
-                           "\x1b]0;t\x07", "\x1b[?1049h", "\x1b[?1049l", "\r"])
+                           "\x1b]0;t\x07", "\x1b[?1049h", "\x1b[?1049l", "\r",
+                           # unterminated strings and long runs (past the 4 KiB bound), other alternate screens
+                           "\x1b]0;", "\x1bP", "y" * 1500, "\x1b[?47h", "\x1b[?1047l", "\x1b[2;5H",
+                           "\x1b[" + "1;" * 700])
 
 
 @given(st.lists(_PIECES, max_size=60), st.lists(st.integers(min_value=0, max_value=400), max_size=8))
@@ -389,3 +400,19 @@ def test_without_screen_control_every_line_is_logged_whole_and_in_order(lines: l
         for line in lines:
             display.feed(1, (line + "\r\n").encode(), name="a", pty=True)
     assert out.getvalue().decode().split("\n") == [*(f"a | {line}" for line in lines), ""]
+
+
+def test_a_settled_screen_is_logged_once_and_erasing_rows_of_it_is_nothing_new(clock: FakeClock) -> None:
+    out = io.BytesIO()
+    display = LogRenderer(Writer(out), TermCaps(is_tty=False), clock=clock)
+    with display:
+        display.feed(1, b"\x1b[?1049h\x1b[Hpage\x1b[24;1H:prompt", name="less", pty=True)
+        clock.advance(0.5)
+        assert display.flush()
+        assert out.getvalue() == b""  # not settled yet
+        clock.advance(1.0)
+        assert display.flush()
+        display.feed(1, b"\x1b[24;1H\r\x1b[K\x1b[?1049l")  # less erases its prompt as it quits
+        display.feed(1, b"$ \r\n")
+    lines = out.getvalue().decode().splitlines()
+    assert lines == ["less | ── screen", "less | page", *["less | "] * 22, "less | :prompt", "less | $ "]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pyte
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -82,3 +83,47 @@ def test_scroll_counter_and_ticker_text() -> None:
     assert vt.take_scrolled() == 3
     assert vt.take_scrolled() == 0
     assert vt.last_text() == "e"
+
+
+# -- bounds: escapes whose end never comes, in a pane -------------------------------------------------
+
+
+def screen_text(vt: VirtualTerminal) -> str:
+    return "\n".join(vt.screen.display)
+
+
+@pytest.mark.parametrize("start", [b"\x1b]0;", b"\x1bP", b"\x1b_", b"\x1b^", b"\x1bX", b"\xc2\x9d"])
+def test_an_unterminated_string_does_not_swallow_the_rest_of_a_pane(start: bytes) -> None:
+    vt = VirtualTerminal(40, 5)
+    vt.feed(b"before\r\n" + start + b"never ends ")
+    vt.feed(b"." * 5000)
+    vt.feed(b"\r\nafter the bound\r\n")
+    lines = [line.rstrip() for line in vt.screen.display]
+    assert "after the bound" in lines and vt.cut == 1
+
+
+def test_a_pane_never_draws_a_dcs_or_apc_payload() -> None:
+    vt = VirtualTerminal(40, 3)
+    vt.feed(b"a\x1bP+q544e\x1b\\b\x1b_hidden\x1b\\c\x1b]0;title\x07d")
+    assert vt.screen.display[0].rstrip() == "abcd"  # pyte alone draws "+q544e" and "hidden"
+
+
+def test_a_csi_with_thousands_of_digits_does_not_lose_the_rest_of_the_chunk() -> None:
+    vt = VirtualTerminal(40, 3)
+    vt.feed(b"\x1b[" + b"9" * 4500 + b"mstill here")  # pyte alone fails on int() of 4500 digits
+    assert "still here" in screen_text(vt) and vt.errors == 0
+    assert vt.cut == 1
+    vt = VirtualTerminal(40, 3)
+    vt.feed(b"\x1b[" + b"1;" * 1500 + b"31mred")  # a long but bounded list: one sequence
+    assert vt.screen.buffer[0][0].fg == "red" and vt.screen.display[0].rstrip() == "red" and vt.cut == 0
+
+
+@pytest.mark.parametrize("cut", range(1, 24))
+def test_escapes_split_across_reads_at_every_byte_draw_the_same(cut: int) -> None:
+    data = "x\x1b]0;tïtle\x1b\\y\x1b[1;31mé\x1b[0m\x1bP1\x07z".encode()
+    whole, split = VirtualTerminal(20, 2), VirtualTerminal(20, 2)
+    whole.feed(data)
+    split.feed(data[:cut])
+    split.feed(data[cut:])
+    assert split.screen.display == whole.screen.display == ["xyéz" + " " * 16, " " * 20]
+    assert split.row(0)[2].fg == "red"

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .._types import PathLike
 from ..errors import ConfigError
+from ..kernels._registry import registered_kernels
 from ..spec._plan import FieldPath, GraphPlan, build_plan
 from ..spec._specs import DEFAULT_EXECUTOR, GraphSpec, PortSpec, StatsLevel
 from ._convert import convert_executor
@@ -26,7 +27,7 @@ from ._marks import parse_document
 from ._paths import Source, format_path
 from ._ports import port_specs
 from ._schema import GraphModel
-from ._validation import validate_document
+from ._validation import check_number_references, validate_document
 
 __all__ = ["load_plan", "load_plan_file", "load_yaml", "load_yaml_file"]
 
@@ -124,6 +125,8 @@ def _load(
     # Relative import paths of YAML text without a file resolve against the current directory.
     imports = run_imports(model, source, file.parent if file is not None else Path.cwd())
     library = collect_subgraphs(model, source, file, bounds)
+    check_number_references(data, executors=[ex.name for ex in model.executors], subgraphs=library.subgraphs,
+                            kernels=registered_kernels(), source=source, check_default=not default_executor)
     executor = default_executor or model.default_executor or DEFAULT_EXECUTOR
     expansion = expand_nodes(model.nodes, source, library.subgraphs, executor, bounds)
     spec = GraphSpec(

@@ -3,6 +3,11 @@
 The first problem wins. Its pydantic ``loc`` is walked against the model classes to find the YAML
 path, the model that owns the field (for the list of allowed keys) and the node it belongs to,
 giving messages like ``g.yaml:7: nodes[0] (node `a`): unknown field `kernal`; did you mean `kernel`?``.
+
+:func:`check_number_references` runs after it: a name written as a bare number (``executor:
+5``) is read as its digits, as lm-flow's YAML reader does, but one that names nothing is reported
+as the type mistake it is (``expected an executor name (a string), got integer `5```), not as
+an undefined executor named ``5``.
 """
 
 from __future__ import annotations
@@ -10,7 +15,7 @@ from __future__ import annotations
 import re
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Collection, Iterator, Mapping
 from typing import Any, Final, Literal, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -29,7 +34,7 @@ from ._schema import (
     TimestampConditionModel,
 )
 
-__all__ = ["describe_value", "validate_document"]
+__all__ = ["check_number_references", "describe_value", "validate_document"]
 
 _REMOVED: Final[dict[tuple[type[BaseModel], str], str]] = {
     (GraphModel, "max_queued_bytes"): "the byte watermark was removed; use `max_queued_packets`",
@@ -293,3 +298,99 @@ def validate_document(data: object, source: Source) -> GraphModel:
         return GraphModel.model_validate(data)
     except ValidationError as exc:
         raise _first_error(exc, data, source) from None
+
+
+# -- names written as numbers -----------------------------------------------------------------------
+
+
+def check_number_references(data: object, *, executors: Collection[str], subgraphs: Collection[str],
+                            kernels: Collection[str], source: Source, check_default: bool = True) -> None:
+    """Report a reference written as a bare number that names nothing as a type error.
+
+    Covered: ``default_executor``, and in each node (top level and in ``subgraphs``)
+    ``executor``, ``kernel``, ``type``, ``input_ports`` (against the streams produced in the
+    same scope), ``back_edges`` and ``input_policy.sets`` (against the node's inputs), a route's
+    ``routes[].to`` and ``unmatched`` (against its outputs); and ``output_ports`` of the graph and
+    of each subgraph. A number that does name something (``executors: [{name: 5}]`` with
+    ``executor: 5``) is accepted, as lm-flow accepts it.
+
+    Args:
+        data: The parsed document (already schema-checked).
+        executors: The names of the declared executors.
+        subgraphs: The names of the subgraphs it can instantiate (its own and included ones).
+        kernels: The names of the registered kernels.
+        source: Its line table, for the message.
+        check_default: Whether the document's ``default_executor`` is used (not overridden).
+
+    Raises:
+        ConfigError: For the first such reference, with its path and line.
+    """
+    if not isinstance(data, Mapping):
+        return
+    if check_default:
+        _check_number(data, ("default_executor",), data.get("default_executor"), executors, "an executor", source)
+    scopes: list[tuple[YamlPath, Mapping[str, Any]]] = [((), data)]
+    library = data.get("subgraphs")
+    if isinstance(library, Mapping):
+        scopes += [(("subgraphs", str(name)), body) for name, body in library.items() if isinstance(body, Mapping)]
+    for base, scope in scopes:
+        nodes = scope.get("nodes")
+        nodes = nodes if isinstance(nodes, list) else []
+        streams = set(_port_names(scope.get("input_ports")))
+        for node in nodes:
+            if isinstance(node, Mapping):
+                streams.update(_port_names(node.get("output_ports")))
+        for i, node in enumerate(nodes):
+            if isinstance(node, Mapping):
+                _check_node(data, (*base, "nodes", i), node, streams, executors, subgraphs, kernels, source)
+        for k, port in enumerate(_list(scope.get("output_ports"))):
+            _check_number(data, (*base, "output_ports", k), port, streams, "a stream", source)
+
+
+def _check_node(data: object, path: YamlPath, node: Mapping[str, Any], streams: Collection[str],
+                executors: Collection[str], subgraphs: Collection[str], kernels: Collection[str],
+                source: Source) -> None:
+    """The references of one node (see ``check_number_references``)."""
+    _check_number(data, (*path, "executor"), node.get("executor"), executors, "an executor", source)
+    _check_number(data, (*path, "kernel"), node.get("kernel"), kernels, "a kernel", source)
+    _check_number(data, (*path, "type"), node.get("type"), subgraphs, "a subgraph", source)
+    inputs = set(_port_names(node.get("input_ports")))
+    for k, port in enumerate(_list(node.get("input_ports"))):
+        _check_number(data, (*path, "input_ports", k), port, streams, "a stream", source)
+    for k, port in enumerate(_list(node.get("back_edges"))):
+        _check_number(data, (*path, "back_edges", k), port, inputs, "an input port of the node", source)
+    policy = node.get("input_policy")
+    if isinstance(policy, Mapping):
+        for k, group in enumerate(_list(policy.get("sets"))):
+            for m, port in enumerate(_list(group)):
+                where = (*path, "input_policy", "sets", k, m)
+                _check_number(data, where, port, inputs, "an input port of the node", source)
+    outputs = set(_port_names(node.get("output_ports")))
+    for k, rule in enumerate(_list(node.get("routes"))):
+        if isinstance(rule, Mapping):
+            _check_number(data, (*path, "routes", k, "to"), rule.get("to"), outputs, "an output port", source)
+    _check_number(data, (*path, "unmatched"), node.get("unmatched"), outputs, "an output port", source)
+
+
+def _check_number(data: object, path: YamlPath, value: object, names: Collection[str], what: str,
+                  source: Source) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or str(value) in names:
+        return
+    # No "did you mean": a number is a type mistake, not a typo (`5` is one edit from `x`).
+    label = format_path(path)
+    msg = (f"{source.prefix(path)}{label}{node_context(_node_name(data, path))}: expected the name of {what} "
+           f"(a string), got {describe_value(value)}")
+    raise ConfigError(msg)
+
+
+def _list(value: object) -> list[object]:
+    return value if isinstance(value, list) else []
+
+
+def _port_names(decls: object) -> Iterator[str]:
+    """The stream names of port declarations: ``name``, ``TAG:name``, ``TAG:index:name``, or a number."""
+    for decl in _list(decls):
+        if isinstance(decl, str):
+            yield decl.rsplit(":", 1)[-1]
+        elif isinstance(decl, int) and not isinstance(decl, bool):
+            yield str(decl)

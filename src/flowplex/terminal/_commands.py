@@ -236,7 +236,8 @@ def summary(what: str, st: RenderStats, elapsed_s: float) -> str:
         f"{what}: {st.agents} agents, {st.messages} messages, {_size(st.bytes_in)} in; "
         f"{st.frames} frames, {_size(st.bytes_out)} out ({per_frame} B/frame); "
         f"{st.skipped_frames} skipped, {st.coalesced} coalesced, {st.dropped} dropped"
-        + (f", {st.cut_lines} long lines cut" if st.cut_lines else "") + f"; {elapsed_s:.1f} s"
+        + (f", {st.cut_lines} long lines cut" if st.cut_lines else "")
+        + (f", {st.cut_sequences} unterminated escapes cut" if st.cut_sequences else "") + f"; {elapsed_s:.1f} s"
     )
 
 

@@ -541,6 +541,7 @@ class Display(ABC):
                 render_cpu_s=self._render_cpu,
                 write_s=self.writer.write_time_s,
                 cut_lines=extra.get("cut_lines", 0),
+                cut_sequences=extra.get("cut_sequences", 0),
             )
 
     # -- the render loop (render thread) ---------------------------------------------------------

@@ -18,9 +18,17 @@ Screen control inside an agent's output (the rule, per agent):
   screen (a ``watch``-style redraw, a multi-line progress display): the held lines are
   dropped, and its lines feed its status line in the footer instead of the log, until a line
   ends ``_SETTLE_S`` after its last move; that line, and those after it, are logged again.
-* The alternate screen (vim, less, top) is painted until the agent leaves it; what it drew
-  there vanishes, as it does on a terminal. An agent that ends while painting leaves its last
-  status line as its last log line.
+* The alternate screen (vim, less, top, ``?1049h``, ``?1047h`` or ``?47h``) is emulated, at
+  80x24 (a command's PTY in log mode). What the program leaves on it is logged, under a
+  ``── screen`` line, when it leaves the alternate screen, when it ends (exits or is killed),
+  when the display stops, and each time it *settles* (no output for ``_SETTLE_S``) showing
+  something else than last logged: a log reader sees the final screen, and the screen at each
+  pause (``top``'s every refresh, a prompt waiting for a key), without every redraw. Redraws
+  replaced before a screen was logged are counted in ``stats().coalesced``. A line that scrolls
+  off the top of the emulated screen is logged as it goes (``printf '\\e[?1049h'; seq 100``
+  logs all 100 lines). Meanwhile the footer shows its last line.
+* An agent that ends while painting the main screen leaves its last status line as its last
+  log line.
 
 Losses: with ``overflow="drop"`` (or ``"block"`` after ``block_timeout_s``) lines beyond
 ``max_pending_lines`` are dropped, counted and announced; with ``"block"`` and no timeout
@@ -34,13 +42,14 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, final
 
 from ..transport._format import COLOURS
 from ._caps import TermCaps
 from ._display import AgentInfo, Display
-from ._sanitize import ALT_SCREEN, CR, MAIN_SCREEN, NEWLINE, SCREEN, TEXT, LogSanitizer, safe_label
+from ._sanitize import ALT_SCREEN, CR, MAIN_SCREEN, NEWLINE, SCREEN, TEXT, VERBATIM, LogSanitizer, safe_label
 from ._text import display_width, truncate_to_width
+from ._vt import VirtualTerminal
 from ._writer import Writer
 
 __all__ = ["LogRenderer"]
@@ -55,6 +64,13 @@ _SETTLE_S: Final = 1.0
 _HOLD_MAX_LINES: Final = 500
 """More lines than a screen holds after a clear: a log, not a frame; they are logged at once."""
 
+ALT_COLUMNS: Final = 80
+ALT_ROWS: Final = 24
+"""The size of the emulated alternate screen: that of a command's PTY in log mode."""
+_ALT_SLICE: Final = 4096
+"""Output goes to the emulated screen this many characters at a time, and what scrolled off is
+logged after each: however large a chunk, scrolled-off lines never pile up."""
+
 _LOG: Final = 0
 """Screen state: lines go to the log."""
 _HOLD: Final = 1
@@ -62,7 +78,24 @@ _HOLD: Final = 1
 _PAINT: Final = 2
 """Screen state: the agent paints the main screen; lines feed its status line."""
 _ALT: Final = 3
-"""Screen state: the agent is on the alternate screen; lines feed its status line."""
+"""Screen state: the agent is on the alternate screen; its output drives an emulated screen."""
+
+
+@final
+class _AltScreen:
+    """A full-screen program's alternate screen, emulated, and what of it was logged."""
+
+    __slots__ = ("changed_at", "logged", "updates", "vt")
+
+    def __init__(self, *, newline_mode: bool) -> None:
+        self.vt = VirtualTerminal(ALT_COLUMNS, ALT_ROWS, newline_mode=newline_mode, history=0,
+                                  keep_scrolled_off=True)
+        self.updates = 0
+        """Chunks of output since the screen was last logged."""
+        self.changed_at = 0.0
+        """When the last of them came."""
+        self.logged: list[str] = []
+        """The screen as last logged, every row (a screen with nothing new is not logged again)."""
 
 
 @dataclass(slots=True)
@@ -78,6 +111,8 @@ class _LogAgent:
     carry: str = ""
     screen: int = _LOG
     """``_LOG``, ``_HOLD``, ``_PAINT`` or ``_ALT`` (see the module docstring)."""
+    alt: _AltScreen | None = None
+    """The emulated alternate screen, in ``_ALT`` only."""
     held: list[tuple[str, bool]] = field(default_factory=list)
     """Lines held back in ``_HOLD``: (text, partial)."""
     drawn: bool = False
@@ -192,23 +227,81 @@ class LogRenderer(Display):
                 if st.cr_pending:
                     self._progress_cr(st)
                 st.cr_pending = True
+            elif kind == VERBATIM:
+                self._alt_feed(info, st, text, now)
             elif kind == SCREEN:
                 self._screen_move(info, st, now)
             elif kind == ALT_SCREEN:
                 if st.screen != _ALT:
-                    self._end_pending(info, st)
-                    self._commit_held(info, st)
+                    self._flush_agent(info, st)  # what came before is logged as it stands
                     st.screen = _ALT
+                    st.alt = _AltScreen(newline_mode=not info.pty)
                     st.progress = True
                     self._status_dirty = True
-            elif kind == MAIN_SCREEN and st.screen == _ALT:
-                st.screen = _LOG  # the alternate screen and everything on it vanish
-                st.pieces.clear()
-                st.length = 0
-                st.started = None
-                st.cr_pending = st.progress = False
-                st.status = ""
-                self._status_dirty = True
+            elif kind == MAIN_SCREEN:
+                self._leave_alt(info, st)
+
+    # -- the alternate screen ------------------------------------------------------------------------
+
+    def _alt_feed(self, info: AgentInfo, st: _LogAgent, text: str, now: float) -> None:
+        """Output on the alternate screen: drive the emulated screen, log what scrolls off it."""
+        alt = st.alt
+        if alt is None:  # VERBATIM comes only after ALT_SCREEN; should a restart cross them, start one
+            st.screen = _ALT
+            alt = st.alt = _AltScreen(newline_mode=not info.pty)
+            st.progress = True
+        vt = alt.vt
+        for start in range(0, len(text), _ALT_SLICE):
+            vt.feed_text(text[start : start + _ALT_SLICE])
+            for line in vt.take_scrolled_off():
+                self._queue(self._format_line(info, st, line, partial=False))
+        alt.updates += 1
+        alt.changed_at = now
+        self._status_dirty = True
+
+    def _log_alt(self, info: AgentInfo, st: _LogAgent) -> None:
+        """Log the emulated screen under a ``── screen`` line, unless it shows nothing new (it is
+        blank, or has only rows that were logged last time, in their places).
+
+        The chunks that changed it since it was last logged were one update that got its line
+        in the log, and the others coalesced (the latest state wins).
+        """
+        alt = st.alt
+        if alt is None or not alt.updates:
+            return
+        screen = alt.vt.screen_text()
+        last = alt.logged
+        # Nothing new: blank, or only rows erased since (less erases its prompt as it quits).
+        shown = not all(not row or (y < len(last) and row == last[y]) for y, row in enumerate(screen))
+        self._progress_replaced += alt.updates - 1 if shown else alt.updates
+        alt.updates = 0
+        if not shown:
+            return
+        alt.logged = screen
+        rows = list(screen)
+        while rows and not rows[-1]:
+            rows.pop()
+        first = next((y for y, row in enumerate(rows) if row), len(rows))
+        rows = rows[first:]
+        rule = "──" if self.caps.unicode else "--"
+        header = f"{DIM}{rule} screen{RESET}" if self.caps.colour else f"{rule} screen"
+        self._queue(self._prefix(info, st) + header + "\n")
+        for row in rows:
+            self._queue(self._format_line(info, st, row, partial=False))
+
+    def _leave_alt(self, info: AgentInfo, st: _LogAgent) -> None:
+        """The agent left the alternate screen (or ended on it): log what it left there."""
+        if st.screen != _ALT:
+            return
+        self._log_alt(info, st)
+        st.alt = None
+        st.screen = _LOG
+        st.pieces.clear()
+        st.length = 0
+        st.started = None
+        st.cr_pending = st.progress = False
+        st.status = ""
+        self._status_dirty = True
 
     def _screen_move(self, info: AgentInfo, st: _LogAgent, now: float) -> None:
         """A clear or a cursor move up or to a position (see the module docstring)."""
@@ -217,6 +310,7 @@ class LogRenderer(Display):
                 # A redraw: what was held is a frame, not a log; its last line is the status.
                 frame = [text for text, _ in st.held if _SGR.sub("", text).strip()]
                 st.held.clear()
+                self._progress_replaced += max(0, len(frame) - 1)  # not logged: counted as coalesced
                 st.screen = _PAINT
                 st.progress = True
                 if frame:
@@ -300,6 +394,7 @@ class LogRenderer(Display):
     def _on_end(self, info: AgentInfo) -> None:
         st = self._state[info.stream_id]
         self._flush_agent(info, st)
+        st.sanitizer.restart()  # a restarted command begins on the main screen
         note = info.note or ("done" if info.ok else "failed")
         rule = "──" if self.caps.unicode else "--"
         if self.caps.colour:
@@ -311,6 +406,7 @@ class LogRenderer(Display):
 
     def _flush_agent(self, info: AgentInfo, st: _LogAgent) -> None:
         """Whatever an agent left unfinished becomes a final line (end of stream or of display)."""
+        self._leave_alt(info, st)
         st.cr_pending = False
         if st.screen >= _PAINT:
             st.screen = _LOG
@@ -370,6 +466,8 @@ class LogRenderer(Display):
             due = [max(st.started, held) + self.partial_flush_s for st in self._state.values()
                    if st.started is not None and not st.progress]
             due.extend(st.moved_at + _SETTLE_S for st in self._state.values() if st.screen == _HOLD)
+            due.extend(st.alt.changed_at + _SETTLE_S for st in self._state.values()
+                       if st.alt is not None and st.alt.updates)
         soonest = min(due, default=float("inf"))
         return None if soonest == float("inf") else max(0.0, soonest - now)
 
@@ -382,6 +480,9 @@ class LogRenderer(Display):
                     continue
                 if st.screen == _HOLD and now - st.moved_at >= _SETTLE_S:
                     self._commit_held(info, st)  # no redraw came: the lines after the move are a log
+                alt = st.alt
+                if alt is not None and alt.updates and now - alt.changed_at >= _SETTLE_S:
+                    self._log_alt(info, st)  # the full-screen program settled: log what it shows
                 if st.started is not None and now - max(st.started, self._held_at) >= self.partial_flush_s:
                     if st.progress or st.cr_pending:
                         continue
@@ -417,7 +518,7 @@ class LogRenderer(Display):
             if not st.progress:
                 continue
             info = self._agents[stream_id]
-            current = "".join(st.pieces) or st.status
+            current = st.alt.vt.last_text() if st.alt is not None else "".join(st.pieces) or st.status
             plain = _SGR.sub("", current)
             prefix_w = display_width(info.name.ljust(self._label_width)) + 3
             text = truncate_to_width(plain, max(1, width - prefix_w))
@@ -439,8 +540,9 @@ class LogRenderer(Display):
 
     def _extra_stats(self) -> dict[str, int]:
         stripped = sum(st.sanitizer.stripped for st in self._state.values())
+        cut = sum(st.sanitizer.cut for st in self._state.values())
         return {"dropped_lines": self._dropped_lines, "coalesced": self._progress_replaced, "stripped": stripped,
-                "cut_lines": self._cut_lines}
+                "cut_lines": self._cut_lines, "cut_sequences": cut}
 
 
 def _carry_sgr(carry: str, text: str) -> str:

@@ -614,7 +614,8 @@ class PaneRenderer(Display):
         return False
 
     def _extra_stats(self) -> dict[str, int]:
-        return {"deferred": self._deferred, "dropped_bytes": self._dropped}
+        cut = sum(p.vt.cut for p in self._panes.values() if p.vt is not None)
+        return {"deferred": self._deferred, "dropped_bytes": self._dropped, "cut_sequences": cut}
 
     def _full_locked(self, info: AgentInfo) -> bool:
         pane = self._panes.get(info.stream_id)

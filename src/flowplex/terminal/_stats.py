@@ -31,7 +31,9 @@ class RenderStats:
     """The largest single frame."""
     coalesced: int
     """Updates that did not get a frame of their own: merged into a later frame (the latest
-    state wins), or, in log mode, progress (``\\r``) rewrites replaced before being shown."""
+    state wins), or, in log mode, progress (``\\r``) rewrites replaced before being shown, lines
+    of a repainted frame, and a full-screen program's redraws that its next logged screen
+    replaced."""
     skipped_frames: int
     """Frame slots lost because writing the previous frame took longer than a frame period
     (the terminal is slower than the agents)."""
@@ -53,6 +55,10 @@ class RenderStats:
     cut_lines: int = 0
     """Log lines cut at ``max_line_chars`` (log mode): nothing is lost, the rest of the line
     follows on continuation lines; a line without end cannot grow without bound."""
+    cut_sequences: int = 0
+    """Escape sequences dropped for running past ``MAX_SEQUENCE`` (4096) characters without their
+    end (an OSC whose BEL never came, endless CSI parameters); what followed was shown as text.
+    Also counted in ``stripped`` (log mode)."""
 
     @property
     def dropped(self) -> int:

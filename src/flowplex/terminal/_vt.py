@@ -18,6 +18,14 @@ program draws there never reaches the history, and the main screen comes back wh
 ``ESC[3J`` clears the history (xterm's "erase saved lines"; ``clear`` sends it) and leaves the
 screen alone. The view can be scrolled back into the history and searched; see
 :class:`VirtualTerminal`.
+
+Before pyte sees it, an agent's output goes through the verbatim :class:`LogSanitizer`: control
+strings (OSC, DCS, APC, PM, SOS; pyte knows only OSC, and would draw the others' payload as text)
+are removed, and an escape sequence that runs past ``MAX_SEQUENCE`` characters is dropped and
+counted (``cut``), so a missing terminator cannot swallow the rest of the pane's output, and
+endless CSI parameters cannot grow pyte's parser state (nor make it fail on a 5000-digit number).
+Log mode uses the same screen to know what a full-screen program leaves on its alternate screen
+(``keep_scrolled_off``, ``feed_text``).
 """
 
 from __future__ import annotations
@@ -36,6 +44,7 @@ from pyte.screens import Char
 from wcwidth import wcswidth, wcwidth
 
 from ..errors import UsageError
+from ._sanitize import LogSanitizer
 
 __all__ = ["BLANK", "DATA", "Cell", "VirtualTerminal"]
 
@@ -88,10 +97,15 @@ class _FastScreen(pyte.Screen):
         absolute index of screen line 0 in the agent's whole transcript."""
         self.main: dict[int, Any] | None = None
         """The main screen's lines while the alternate screen is shown, else None."""
+        self.scrolled_off: list[HistoryLine] | None = None
+        """When a list: every line that leaves the top of the screen (whichever screen it is)
+        is put here too, for log mode to log it; its owner empties it."""
         super().__init__(columns, lines)
 
     def keep(self, line: Any) -> None:
         """Put a line leaving the top of the main screen into the history."""
+        if self.scrolled_off is not None:
+            self.scrolled_off.append(_compact(line, self.columns))
         if self.main is None:
             if self.history.maxlen:
                 self.history.append(_compact(line, self.columns))
@@ -201,6 +215,8 @@ class _FastScreen(pyte.Screen):
             # The whole screen scrolls (the usual case, made quick): line 0 leaves the top.
             self.scrolled += 1
             gone = buffer.pop(0, None)
+            if self.scrolled_off is not None:
+                self.scrolled_off.append(_compact(gone, self.columns))
             if self.main is None:
                 if self.history.maxlen:
                     self.history.append(_compact(gone, self.columns))
@@ -288,17 +304,28 @@ class VirtualTerminal:
     Owned by the render thread; not thread-safe.
     """
 
-    __slots__ = ("_match", "_offset", "_view_dirty", "errors", "screen", "stream")
+    __slots__ = ("_filter", "_match", "_offset", "_view_dirty", "errors", "screen", "stream")
 
-    def __init__(self, columns: int, lines: int, *, newline_mode: bool = False, history: int = 10_000) -> None:
+    def __init__(
+        self,
+        columns: int,
+        lines: int,
+        *,
+        newline_mode: bool = False,
+        history: int = 10_000,
+        keep_scrolled_off: bool = False,
+    ) -> None:
         if isinstance(history, bool) or not isinstance(history, int) or history < 0:
             msg = f"VirtualTerminal(history={history!r}): expected a number of lines >= 0 (0 keeps no scrollback)"
             raise UsageError(msg)
         self.screen = _FastScreen(max(1, columns), max(1, lines), history)
+        if keep_scrolled_off:
+            self.screen.scrolled_off = []
         if newline_mode:
             # Text (not a program behind a PTY): "\n" starts a new line, as a PTY's ONLCR would.
             self.screen.set_mode(mo.LNM)
-        self.stream = pyte.ByteStream(self.screen)
+        self.stream = pyte.Stream(self.screen)
+        self._filter = LogSanitizer(verbatim=True)  # it decodes UTF-8, and bounds every sequence
         self.errors = 0
         """Chunks pyte failed on (its parser is reset; the pane goes on)."""
         self._offset = 0
@@ -362,16 +389,43 @@ class VirtualTerminal:
         self.screen.scrolled = 0
         return n
 
+    @property
+    def cut(self) -> int:
+        """Escape sequences dropped for running past ``MAX_SEQUENCE`` characters."""
+        return self._filter.cut
+
     def feed(self, data: bytes) -> None:
-        """Run ``data`` through the emulator."""
+        """Run ``data`` (raw output, UTF-8) through the emulator."""
+        for _, text in self._filter.feed(data):
+            self.feed_text(text)
+
+    def feed_text(self, text: str) -> None:
+        """Run decoded output through the emulator; it must be filtered already (verbatim
+        :class:`LogSanitizer` output: no control string, every sequence bounded)."""
         pushed = self.screen.pushed
         try:
-            self.stream.feed(data)
+            self.stream.feed(text)
         except Exception:  # pyte raises on some malformed input; one bad chunk must not kill the pane
             self.errors += 1
-            self.stream = pyte.ByteStream(self.screen)
+            self.stream = pyte.Stream(self.screen)
         if self._offset:
             self._follow(pushed)
+
+    def take_scrolled_off(self) -> list[str]:
+        """The lines that left the top of the screen since the last call, as plain text with
+        trailing blanks removed (with ``keep_scrolled_off`` only; else always empty)."""
+        gone = self.screen.scrolled_off
+        if not gone:
+            return []
+        self.screen.scrolled_off = []
+        return [_plain(line) for line in gone]
+
+    def screen_text(self) -> list[str]:
+        """The live screen as plain text, one string per line, trailing blanks removed."""
+        buffer = self.screen.buffer
+        columns = self.screen.columns
+        return [_plain(tuple(map(buffer[y].get, range(columns), repeat(BLANK)))) if y in buffer else ""
+                for y in range(self.screen.lines)]
 
     def _follow(self, pushed: int) -> None:
         """Keep a scrolled-back view on its lines after ``screen.pushed`` was ``pushed``."""
@@ -562,6 +616,11 @@ class VirtualTerminal:
             if text:
                 return text
         return ""
+
+
+def _plain(line: HistoryLine) -> str:
+    """A line's text as a log shows it: safe cells, no trailing blanks."""
+    return "".join(map(DATA, safe_cells(list(line)))).rstrip()
 
 
 def _checked(cells: list[Char]) -> list[Char]:
