@@ -31,7 +31,7 @@ from ..kernels._host import describe_failure as _describe
 from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
-from ._engine_common import _BUFFER, _is_power_of_two, _output_type_error, input_type_error
+from ._engine_common import _is_power_of_two, _output_type_error, input_type_error
 from ._nodes import takes_at_once
 from ._seam import apply_outcome, invocation_of
 from ._status import CREATED, INITIALIZED
@@ -472,9 +472,7 @@ class Scheduler:
                 if poller is not None:
                     # A graph output that only one unbounded poller reads.
                     poller._queue.append(p)
-                    budget.queued += 1
-                    if budget.limit_bytes and p._tid == _BUFFER:
-                        budget.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+                    budget.add_one(p)
                 elif port is not None:
                     # ``deliver_solo``, then ``schedule`` of the consumer.
                     if b > port.bound:
@@ -485,9 +483,7 @@ class Scheduler:
                     else:
                         q = port.queue
                         q.append(p)
-                        budget.queued += 1
-                        if budget.limit_bytes and p._tid == _BUFFER:
-                            budget.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+                        budget.add_one(p)
                         if len(q) > port.peak:
                             budget.new_peak(edge, port)
                         self.claims.schedule(consumer)
