@@ -11,6 +11,9 @@ test instead of the machine. Cases:
   executor that checks their order; prints what arrived and the peak of ``counted``.
 - ``flood-input N``: the same from a node whose one input packet (a graph-input ``send``)
   triggers the N emits.
+- ``flood-poller N``: a source emits N ints in one call into a graph output that the host
+  reads only after ``wait_done``: nothing can make room while the call runs, so it must
+  finish unheld (lm-flow's run-then-read program), with every packet in order.
 """
 
 from __future__ import annotations
@@ -97,10 +100,29 @@ nodes:
             "elapsed_s": time.monotonic() - start}
 
 
+def flood_poller(count: int) -> dict[str, object]:
+    text = f"""{IMPORTS}nodes:
+  - {{ name: src, kernel: BudgetFlood, output_ports: [y], options: {{ count: {count} }} }}
+output_ports: [y]
+"""
+    start = time.monotonic()
+    with flowplex.Graph.from_yaml(text) as g:
+        out = g.add_poller("y")
+        g.start()
+        g.wait_done(timeout=60)
+        got = [p.as_int() for p in iter(lambda: out.next(timeout=1), None)]
+    return {"seen": len(got), "disorder": int(got != list(range(count))), "elapsed_s": time.monotonic() - start}
+
+
 def main() -> None:
     case, executor, arg = sys.argv[1], sys.argv[2], sys.argv[3]
     with default_executor(executor):
-        result = burst(arg) if case == "burst" else flood(int(arg), on_input=case == "flood-input")
+        if case == "burst":
+            result = burst(arg)
+        elif case == "flood-poller":
+            result = flood_poller(int(arg))
+        else:
+            result = flood(int(arg), on_input=case == "flood-input")
     print(json.dumps(result))
 
 
