@@ -37,7 +37,7 @@ def _drive(case: str, executor: str, arg: str, *, mem_mb: int, timeout_s: float)
 @pytest.mark.parametrize("executor", ["inline", "threads", "processes"])
 @pytest.mark.parametrize("kind", ["bytes", "str", "numpy"])
 def test_every_payload_kind_counts_toward_the_byte_budget(kind: str, executor: str) -> None:
-    # 1.5 s of a source emitting 8 x 1 MiB per call: unbounded, gigabytes (the cap stops it).
+    # A source emitting 8 x 1 MiB per call for a second or more: unbounded, gigabytes (the cap stops it).
     r = _drive("burst", executor, kind, mem_mb=1536, timeout_s=40)
     assert r["limit_bytes"] == DEFAULT_LIMIT_BYTES
     assert r["counted_bytes"] >= DEFAULT_LIMIT_BYTES // 2, f"the budget never saw the payloads: {r}"
