@@ -1,8 +1,9 @@
-"""The graph's memory budget: packets and buffer bytes queued in node inputs and pollers.
+"""The graph's memory budget: packets and payload bytes queued in node inputs and pollers.
 
 Graph-input sends are admitted only under the watermark (``limit_packets`` / ``limit_bytes``);
-every queue that takes or gives packets books them here, under the engine lock. Queue peaks
-warn at the soft limit.
+every queue that takes or gives packets books them here, under the engine lock. Every payload
+kind that holds memory counts toward ``limit_bytes`` (``payload_bytes``: buffers, bytes, str),
+so the bound holds whatever the packets carry. Queue peaks warn at the soft limit.
 """
 
 from __future__ import annotations
