@@ -234,9 +234,10 @@ class GraphStats:
     counted: int
     """Packets counted against ``queue_limit`` now: node input queues *and* poller queues."""
     counted_bytes: int
-    """Buffer bytes counted against ``queue_bytes_limit`` (node and poller queues; 0 when unlimited)."""
+    """Payload bytes (buffers, bytes, str) counted against ``queue_bytes_limit`` (node and poller
+    queues; 0 when unlimited)."""
     queue_bytes_limit: int
-    """The buffer-byte bound of the default settings (64 MiB); 0 when ``max_queued_packets`` is set."""
+    """The payload-byte bound of the default settings (64 MiB); 0 when ``max_queued_packets`` is set."""
     error: str
     """Text of the first error, ``""`` when none."""
     cancelled: bool

@@ -83,6 +83,24 @@ class InlineExecutor:
         queue: deque[tuple[Task, object]] | None = getattr(self._local, "queue", None)
         return queue
 
+    def run_next(self) -> bool:
+        """Run the oldest task waiting behind the one this thread runs, now, nested in it;
+        False when none waits (or outside the run loop).
+
+        For a kernel that waits inside its call for room its own output must make (the
+        engine's ``Scheduler.spill``): the consumers it fed wait in this very queue.
+        """
+        queue: deque[tuple[Task, object]] | None = getattr(self._local, "queue", None)
+        if not queue:
+            return False
+        try:
+            fn, arg = queue.popleft()  # (atomic: the background FIFO is appended to under its lock)
+        except IndexError:
+            return False
+        self._queued -= 1
+        fn(arg)
+        return True
+
     def inbox(self) -> Inbox | None:
         """None: it runs its tasks itself, on the submitting or its background thread."""
         return None

@@ -1,8 +1,9 @@
-"""The graph's memory budget: packets and buffer bytes queued in node inputs and pollers.
+"""The graph's memory budget: packets and payload bytes queued in node inputs and pollers.
 
 Graph-input sends are admitted only under the watermark (``limit_packets`` / ``limit_bytes``);
-every queue that takes or gives packets books them here, under the engine lock. Queue peaks
-warn at the soft limit.
+every queue that takes or gives packets books them here, under the engine lock. Every payload
+kind that holds memory counts toward ``limit_bytes`` (``payload_bytes``: buffers, bytes, str),
+so the bound holds whatever the packets carry. Queue peaks warn at the soft limit.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from ._engine_common import _BUFFER, _buffer_bytes
+from ._engine_common import _BYTES, _STR, _buffer_bytes, payload_bytes
 
 if TYPE_CHECKING:
     from ..packets import Packet
@@ -26,7 +27,8 @@ class Budget:
         self.queued = 0
         """Packets waiting in node input queues and poller queues."""
         self.queued_bytes = 0
-        """Buffer bytes in those queues (tracked only while ``limit_bytes`` is set)."""
+        """Payload bytes in those queues (buffers, bytes, str: ``payload_bytes``); tracked only
+        while ``limit_bytes`` is set."""
         self.limit_packets = 0
         """Global watermark checked by graph-input sends; 0 = unlimited."""
         self.limit_bytes = 0
@@ -42,8 +44,10 @@ class Budget:
     def add_one(self, p: Packet) -> None:
         """Book one packet entering a queue (the hot path's form of ``add``)."""
         self.queued += 1
-        if self.limit_bytes and p._tid == _BUFFER:
-            self.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+        if self.limit_bytes:
+            tid = p._tid
+            if tid >= _STR or tid == _BYTES:  # ``holds_bytes``, inline: the scalars skip the call
+                self.queued_bytes += payload_bytes(p)
 
     def take(self, packets: tuple[Packet, ...] | list[Packet]) -> None:
         """Book packets leaving a queue."""
@@ -54,8 +58,10 @@ class Budget:
     def take_one(self, p: Packet) -> None:
         """Book one packet leaving a queue."""
         self.queued -= 1
-        if self.limit_bytes and p._tid == _BUFFER:
-            self.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
+        if self.limit_bytes:
+            tid = p._tid
+            if tid >= _STR or tid == _BYTES:
+                self.queued_bytes -= payload_bytes(p)
 
     def under(self) -> bool:
         """Below both watermarks (ignoring blocking pollers)."""
@@ -73,7 +79,7 @@ class Budget:
     def fullness(self) -> str:
         """What fills the graph, for errors."""
         limit = f"limit={self.limit_packets}" if self.limit_packets else "no packet limit"
-        extra = f", {self.queued_bytes} buffer bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
+        extra = f", {self.queued_bytes} payload bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
         return f"{self.queued} packets queued ({limit}){extra}"
 
     def new_peak(self, edge: Edge, port: InPort) -> None:

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Final
 
 from .._timestamps import TS_MAX, TS_MIN, next_allowed
 from ..kernels._context import PHASE_PROCESS
-from ._engine_common import _BUFFER
 from ._nodes import BATCH, SYNC, SYNC_SET, batch_plan, ready_ts, sync_set_group, sync_ts
 
 if TYPE_CHECKING:
@@ -66,10 +65,7 @@ class Claims:
             if node.in_flight or not q:
                 return
             p = q.popleft()
-            budget = self.budget
-            budget.queued -= 1
-            if p._tid == _BUFFER and budget.limit_bytes:
-                budget.queued_bytes -= p._value.nbytes()  # type: ignore[attr-defined]
+            self.budget.take_one(p)
             ts = p._ts
             ctx = node.contexts.pop()
             ctx._ts = ts

@@ -26,12 +26,12 @@ from collections.abc import Callable, Sized
 from typing import TYPE_CHECKING
 
 from .._timestamps import TS_MAX, TS_MIN, next_allowed
-from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, Context
+from ..kernels._context import PHASE_CLOSE, PHASE_PROCESS, SPILL_NEVER, SPILL_SLICE, Context
 from ..kernels._host import describe_failure as _describe
 from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
-from ._engine_common import _BUFFER, _is_power_of_two, _output_type_error, input_type_error
+from ._engine_common import _is_power_of_two, _output_type_error, input_type_error
 from ._nodes import takes_at_once
 from ._seam import apply_outcome, invocation_of
 from ._status import CREATED, INITIALIZED
@@ -81,6 +81,11 @@ class Scheduler:
         raised while it completed a hosted call."""
         self._run = self.run
         claims.task = self._run
+        for node in closing.nodes:
+            if not node.remote:  # (a hosted kernel stages in its host, which ships one call's output)
+                node.info.spill = self.spill
+                for ctx in node.contexts:
+                    ctx._spill_at = SPILL_SLICE
 
     # -- outside the lock ---------------------------------------------------------------------
 
@@ -194,6 +199,86 @@ class Scheduler:
             self.closing.force_close()
             subs, calls = self.take_work()
         self.dispatch(subs, calls)
+
+    # -- one call emitting many packets --------------------------------------------------------
+
+    def spill(self, ctx: Context) -> None:
+        """``emit`` staged ``ctx._spill_at`` packets on one port while the call runs: deliver all
+        the call has staged so far, then hold the kernel until the graph's budget has room.
+
+        Without this a call's output is staged whole before any of it is delivered, so one call
+        emitting 10 M packets held them all (1.1-1.3 GB). Delivered in slices, the budget holds
+        for the call as it does between calls. While it waits, this thread runs the work queued
+        behind the call (the consumers it fed, on a runs-on-caller executor or the node's
+        delegating inbox): a kernel whose consumers run on its own thread cannot deadlock on its
+        own output. On another executor it waits for progress, a slice (50 ms) at a time.
+
+        When nothing on this thread can make room and a slice passes without progress (the
+        backlog sits in a poller nobody reads, or the consumers wait for this executor's only
+        thread), the call goes on staging as before, and the next spill of this context comes
+        at twice the count: a call that cannot be held costs a few slices, never a hang.
+        Slices are delivered only where that equals delivering at the end: one call at a time
+        (``max_in_flight`` 1), no lossless consumer capacity (``input_queues``: a full consumer
+        must leave the whole flush blocked), no declared output types (checked at the end), and
+        in ``process`` only.
+        """
+        node: Node = ctx._owner  # type: ignore[assignment]
+        status = self.status
+        with status.lock:
+            if (ctx._phase != PHASE_PROCESS or status.halted or node.blocked or node.limited
+                    or node.typed_outputs or node.max_in_flight != 1):
+                ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+                return
+            delivery = self.delivery
+            for o, staged in enumerate(ctx._out):
+                if staged:
+                    edge = node.out_edges[o]
+                    node.packets_out += len(staged)
+                    port = edge.solo
+                    if port is not None:
+                        delivery.deliver_solo(edge, port, staged)
+                    else:
+                        delivery.deliver(edge, staged)
+                    staged.clear()
+            if status.waiters:
+                status.changed.notify_all()
+            subs, calls = self.take_work()
+        self.dispatch(subs, calls)
+        if self._wait_for_room(node):
+            ctx._spill_at = SPILL_SLICE
+        else:
+            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+
+    def _wait_for_room(self, node: Node) -> bool:
+        """``spill``'s wait: until the budget has room (True) or nothing here can make it (False)."""
+        status = self.status
+        budget = self.budget
+        run_next = getattr(node.executor, "run_next", None) if node.on_caller else None
+        inbox = node.inbox
+        while True:
+            with status.lock:
+                if budget.under() or status.halted:
+                    return True
+                before = budget.queued
+            if run_next is not None:
+                if not run_next():
+                    return False
+                continue
+            if inbox is not None:
+                # This thread pumps the node's delegating executor (it runs this call): its
+                # other tasks may run here, one at a time, as the pump would run them.
+                try:
+                    fn, arg = inbox.popleft()
+                except IndexError:
+                    return False
+                fn(arg)
+                continue
+            with status.lock:
+                if budget.under() or status.halted:
+                    return True
+                status.wait_change(None)
+                if budget.queued >= before and not budget.under():
+                    return False
 
     # -- completing ----------------------------------------------------------------------------
 
@@ -472,9 +557,7 @@ class Scheduler:
                 if poller is not None:
                     # A graph output that only one unbounded poller reads.
                     poller._queue.append(p)
-                    budget.queued += 1
-                    if budget.limit_bytes and p._tid == _BUFFER:
-                        budget.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+                    budget.add_one(p)
                 elif port is not None:
                     # ``deliver_solo``, then ``schedule`` of the consumer.
                     if b > port.bound:
@@ -485,9 +568,7 @@ class Scheduler:
                     else:
                         q = port.queue
                         q.append(p)
-                        budget.queued += 1
-                        if budget.limit_bytes and p._tid == _BUFFER:
-                            budget.queued_bytes += p._value.nbytes()  # type: ignore[attr-defined]
+                        budget.add_one(p)
                         if len(q) > port.peak:
                             budget.new_peak(edge, port)
                         self.claims.schedule(consumer)

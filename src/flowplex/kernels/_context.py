@@ -38,6 +38,11 @@ PHASE_OPEN: Final = 0
 PHASE_PROCESS: Final = 1
 PHASE_CLOSE: Final = 2
 
+SPILL_SLICE: Final = 1024
+"""Packets one port stages in a call before ``emit`` hands them to the engine's ``spill``."""
+SPILL_NEVER: Final = 1 << 60
+"""``Context._spill_at`` of a context nothing spills (no engine: ``KernelRunner``, kernel hosts)."""
+
 
 class CloseReason:
     """Why ``close`` runs (``Context.close_reason``); lm-flow's values."""
@@ -76,6 +81,10 @@ class NodeInfo:
     zeros: BufferAllocator | None = None
     """Where ``new_buffer`` gets memory (None: numpy): a process pool's shared memory when the
     node feeds a node on one, so that its frames cross without a copy."""
+    spill: Callable[[Context], None] | None = None
+    """Set by the engine: called by ``emit`` when one port has staged ``Context._spill_at``
+    packets in this call, to deliver them and wait for the graph's budget (``Scheduler.spill``),
+    so that one call emitting millions of packets does not hold them all."""
 
 
 @final
@@ -93,6 +102,7 @@ class Context:
         "_out",
         "_phase",
         "_source_done",
+        "_spill_at",
         "_ts",
         "_yield",
         "close_reason",
@@ -115,6 +125,9 @@ class Context:
         self._error_text: str | None = None
         self.close_reason = CloseReason.NORMAL
         self.seq = 0
+        self._spill_at = SPILL_NEVER
+        """Staged packets on one port at which ``emit`` calls ``info.spill`` (the engine sets
+        and adapts it; ``SPILL_NEVER`` without an engine)."""
 
     # -- identity -------------------------------------------------------------------------
 
@@ -238,7 +251,12 @@ class Context:
         if p._ts == TS_UNSET:
             p._ts = TS_POST_STREAM if self._phase == PHASE_CLOSE else self._ts
         p._owned = False
-        out[index].append(p)
+        staged = out[index]
+        staged.append(p)
+        if len(staged) >= self._spill_at:
+            spill = self._info.spill
+            if spill is not None:
+                spill(self)
 
     def forward(self, in_index: int, out_index: int) -> None:
         """Stage input ``in_index`` on output ``out_index`` by reference (zero-copy)."""
