@@ -67,3 +67,21 @@ def test_the_consumer_in_the_same_process_sees_it_too(impl: str) -> None:
         with pytest.raises(BrokenError, match=LOST):
             c.recv(timeout=0.5)
         assert not np.any(np.frombuffer(ring._core.mm, np.uint8)[:4096])  # a zero page, not the data
+
+
+def test_the_guard_stays_in_front_of_a_handler_installed_after_it(impl: str) -> None:
+    """faulthandler (or any library) installing its own SIGBUS handler later must not bypass the guard."""
+    import faulthandler
+
+    was_enabled = faulthandler.is_enabled()
+    with Ring.create(capacity=8) as first:
+        first.producer()  # the guard is installed now
+        faulthandler.enable()  # replaces the process's SIGBUS handler
+        with Ring.create(capacity=8) as ring:
+            p = ring.producer()
+            assert p.send(b"before") is True
+            os.truncate(f"/dev/shm/{ring.name}", 0)
+            with pytest.raises(BrokenError, match=LOST):
+                p.send(b"after", timeout=1.0)
+    if not was_enabled:
+        faulthandler.disable()

@@ -758,7 +758,15 @@ static void on_sigbus(int sig, siginfo_t *info, void *ctx) {
 }
 
 static int install_guard(void) {
-    if (guard_installed) return 0;
+    if (guard_installed) {
+        /* Someone may have installed a SIGBUS handler of their own since (faulthandler, a
+         * library): put ours back in front of it, chaining to it, rather than stay bypassed. */
+        struct sigaction current;
+        if (sigaction(SIGBUS, NULL, &current) == 0 && (current.sa_flags & SA_SIGINFO) &&
+            current.sa_sigaction == on_sigbus) {
+            return 0;
+        }
+    }
     long ps = sysconf(_SC_PAGESIZE);
     if (ps > 0) page_size = (uintptr_t)ps;
     struct sigaction sa;
