@@ -102,3 +102,14 @@ class Hang(flowplex.Kernel):
         if cc.input_timestamp == 0:
             GATE.wait(cc.option_float("max_s", 30.0))
         cc.emit(0, cc.input(0))
+
+
+@flowplex.kernel("HostileOpenHang")
+class OpenHang(flowplex.Kernel):
+    """Source whose ``open`` sleeps ``open_s`` (a hang, bounded so that no test can hang), then ends."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        time.sleep(cc.option_float("open_s", 30.0))
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.source_done()
