@@ -263,10 +263,15 @@ def _imports_interrupted() -> Iterator[None]:
         text = _interrupted_import(exc)
         if text is not None:
             raise _usage(text) from None
-        notes = getattr(exc, "__notes__", None)
-        where = f" while importing: {notes[-1]}" if notes else ""
-        typer.echo(_shown(f"flowplex: cancelled (Ctrl-C){where}"), err=True)
-        raise typer.Exit(130) from None
+        raise _cancelled_import(exc) from None
+
+
+def _cancelled_import(exc: KeyboardInterrupt) -> typer.Exit:
+    """The user's Ctrl-C during the imports: one line saying what it interrupted, exit 130."""
+    notes = getattr(exc, "__notes__", None)
+    where = f" while importing: {notes[-1].replace(': cannot import ', ': ')}" if notes else ""
+    typer.echo(_shown(f"flowplex: cancelled (Ctrl-C){where}"), err=True)
+    return typer.Exit(130)
 
 
 def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ...], object]:
@@ -636,8 +641,7 @@ def _check(graph: Path, as_json: bool, imports: list[str], timeout: float) -> No
     except KeyboardInterrupt as exc:
         text = _interrupted_import(exc)
         if text is None:
-            typer.echo("flowplex: cancelled (Ctrl-C)", err=True)
-            raise typer.Exit(130) from None
+            raise _cancelled_import(exc) from None
         report = CheckReport(path=str(graph), error=text)  # a failing import, as any other
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
