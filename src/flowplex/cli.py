@@ -28,7 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_state: dict[str, bool] = {"debug": False}
+_state: dict[str, bool] = {"debug": False, "timed_out": False}
 
 
 @app.callback()
@@ -61,13 +61,16 @@ class _StderrLog(logging.Handler):
 
     ``sys.stderr`` is looked up per record so lines go above the live display while it runs.
     The engine's ``kernel failed: ...`` ERROR record is dropped: the command reports that error
-    itself, as its one line. Messages carry foreign text (a server's error, a node name), so
+    itself, as its one line; so is ``graph.close.abandoned`` once ``--timeout`` was reported
+    (that line named what was still running). Messages carry foreign text (a server's error, a node name), so
     their control characters are shown, never sent to the terminal.
     """
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if record.levelno >= logging.ERROR and message.startswith("kernel failed: "):
+            return
+        if _state["timed_out"] and message.startswith("graph.close.abandoned"):
             return
         try:
             sys.stderr.write(_shown(f"flowplex: {record.levelname.lower()}: {message}") + "\n")
@@ -557,6 +560,7 @@ def run(
             g.wait_done(timeout=deadline.left())
         except Timeout as exc:
             deadline.claim()
+            _state["timed_out"] = True
             if display is not None:
                 display.stop()
             code = 1

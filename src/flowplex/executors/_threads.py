@@ -9,14 +9,11 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sized
-from typing import Final, final
+from typing import final
 
-from ._protocol import FailureReport, Inbox, Task, TaskStats, report_failure
+from ._protocol import JOIN_S, FailureReport, Inbox, Task, TaskStats, report_failure
 
 log = logging.getLogger(__name__)
-
-JOIN_S: Final = 0.25
-"""How long ``shutdown`` waits for its workers to finish their tasks, in all."""
 
 
 @final
