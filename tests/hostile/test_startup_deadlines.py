@@ -159,3 +159,65 @@ class SlowInit(flowplex.Kernel):
     assert result.rc == 1 and not result.hung, result.stderr
     assert re.fullmatch(r"flowplex: error: .*g\.yaml: --timeout 1 s expired while creating the kernel of node `born` "
                         r"\(kernel `SlowInit`: its get_contract or constructor\)\n", result.stderr), result.stderr
+
+
+def test_a_hard_exit_flushes_the_output_removes_the_arena_and_kills_the_workers(tmp_path: Path) -> None:
+    # A source hung in process() on the inline executor's background thread keeps close() past
+    # the deadline's grace: the deadline thread ends the command itself.
+    before = _shm()
+    pid_file = tmp_path / "worker.pid"
+    graph = tmp_path / "g.yaml"
+    graph.write_text(f"""{IMPORTS}executors: [{{ name: pool, type: ProcessPoolExecutor, num_processes: 1 }}]
+nodes:
+  - {{ name: src, kernel: HostileEmitThenHang, output_ports: [a], options: {{ calls: 3, hang_s: 30 }} }}
+  - {{ name: mark, kernel: HostilePidFile, input_ports: [a], output_ports: [y], executor: pool,
+      options: {{ path: "{pid_file}" }} }}
+output_ports: [y]
+""")
+    out = tmp_path / "out.jsonl"
+    result = _cli(tmp_path, "run", "--timeout", "1", "-o", str(out), str(graph))
+    assert result.rc == 1 and not result.hung, result.stderr
+    lines = result.stderr.splitlines()
+    assert re.fullmatch(r"flowplex: error: .*g\.yaml: --timeout 1 s expired \(wait_done timed out after [\d.]+ s; "
+                        r"still running: 'src' \(1 process\(\) call\(s\) in flight\).*\)", lines[0]), lines
+    assert re.fullmatch(r"flowplex: error: .*g\.yaml: --timeout 1 s expired and the command was still closing the "
+                        r"graph \(src \(RUNNING\) in flight\) 3 s later", lines[1]), lines
+    assert len(lines) == 2, lines
+    assert [line.count('"ts"') for line in out.read_text().splitlines()] == [1, 1, 1]  # flushed before the exit
+    assert _shm() <= before
+    worker = int(pid_file.read_text())
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline:
+        try:
+            os.kill(worker, 0)
+        except ProcessLookupError:
+            break
+        time.sleep(0.05)
+    else:
+        pytest.fail(f"worker process {worker} outlived the run")
+
+
+def test_start_with_a_timeout_names_the_worker_still_loading_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                                     ) -> None:
+    (tmp_path / "worker_hangs.py").write_text("""import multiprocessing, time, flowplex
+if multiprocessing.parent_process() is not None:  # only in a pool's worker
+    time.sleep(30)
+
+@flowplex.kernel("HostileWorkerOnly")
+class WorkerOnly(flowplex.Kernel):
+    def process(self, cc):
+        cc.source_done()
+""")
+    monkeypatch.chdir(tmp_path)
+    yaml = """imports: [worker_hangs.py]
+nodes:
+  - { name: w, kernel: HostileWorkerOnly, output_ports: [y] }
+output_ports: [y]
+"""
+    with default_executor("processes"), flowplex.Graph.from_yaml(yaml) as g:
+        began = time.monotonic()
+        with pytest.raises(flowplex.Timeout, match=r"^start timed out: worker process \d+ of executor `default` is "
+                                                    r"still loading the kernels of `w` \(importing their modules, "
+                                                    r"constructing them; for [\d.]+ s\)$"):
+            g.start(timeout=1.5)
+        assert time.monotonic() - began < 2.0
