@@ -565,14 +565,15 @@ def run(
                 display.stop()
             code = 1
             _fail_at(graph, Exception(deadline.expired(f"({exc})")), code)
-        except KeyboardInterrupt:
+        except KeyboardInterrupt:  # the user's: a kernel's own is a failure of its node
             snapshot = g.stats()
             if display is not None:
                 display.stop()
             g.cancel()
             with contextlib.suppress(FlowplexError, KeyboardInterrupt):
                 g.wait_done(timeout=5.0)
-            typer.echo(_shown(f"flowplex: cancelled (Ctrl-C); in flight: {_in_flight(snapshot)}; "
+            during = "" if deadline.step == "running the graph" else f" while {deadline.step}"
+            typer.echo(_shown(f"flowplex: cancelled (Ctrl-C){during}; in flight: {_in_flight(snapshot)}; "
                               f"{count} packet(s) so far"), err=True)
             code = 130
         except GraphCancelled as exc:

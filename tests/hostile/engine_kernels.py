@@ -106,9 +106,12 @@ class Hang(flowplex.Kernel):
 
 @flowplex.kernel("HostileOpenHang")
 class OpenHang(flowplex.Kernel):
-    """Source whose ``open`` sleeps ``open_s`` (a hang, bounded so that no test can hang), then ends."""
+    """Source whose ``open`` sleeps ``open_s`` (a hang, bounded so that no test can hang), then ends;
+    with ``say: 1`` it first prints ``opening`` (a subprocess's test waits for it)."""
 
     def open(self, cc: flowplex.Context) -> None:
+        if cc.option_int("say", 0):
+            print("opening", flush=True)
         time.sleep(cc.option_float("open_s", 30.0))
 
     def process(self, cc: flowplex.Context) -> None:

@@ -13,6 +13,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import signal
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -221,3 +223,20 @@ output_ports: [y]
                                                     r"constructing them; for [\d.]+ s\)$"):
             g.start(timeout=1.5)
         assert time.monotonic() - began < 2.0
+
+
+def test_ctrl_c_during_a_hung_open_says_the_graph_was_starting(tmp_path: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text(OPENING.replace("open_s: 8", "open_s: 20, say: 1"))
+    with subprocess.Popen([*CLI, "run", str(graph)], env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True) as proc:
+        try:
+            assert proc.stdout is not None
+            assert proc.stdout.readline() == "opening\n"
+            proc.send_signal(signal.SIGINT)
+            _, err = proc.communicate(timeout=20)
+        finally:
+            proc.kill()
+    assert proc.returncode == 130, err
+    assert err == ("flowplex: cancelled (Ctrl-C) while starting the graph (opening its kernels); in flight: nothing; "
+                   "0 packet(s) so far\n")
