@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import sys
 import threading
+import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Final, final
 
 import typer
 
@@ -25,7 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
-_state: dict[str, bool] = {"debug": False}
+_state: dict[str, bool] = {"debug": False, "timed_out": False}
 
 
 @app.callback()
@@ -58,13 +61,16 @@ class _StderrLog(logging.Handler):
 
     ``sys.stderr`` is looked up per record so lines go above the live display while it runs.
     The engine's ``kernel failed: ...`` ERROR record is dropped: the command reports that error
-    itself, as its one line. Messages carry foreign text (a server's error, a node name), so
+    itself, as its one line; so is ``graph.close.abandoned`` once ``--timeout`` was reported
+    (that line named what was still running). Messages carry foreign text (a server's error, a node name), so
     their control characters are shown, never sent to the terminal.
     """
 
     def emit(self, record: logging.LogRecord) -> None:
         message = record.getMessage()
         if record.levelno >= logging.ERROR and message.startswith("kernel failed: "):
+            return
+        if _state["timed_out"] and message.startswith("graph.close.abandoned"):
             return
         try:
             sys.stderr.write(_shown(f"flowplex: {record.levelname.lower()}: {message}") + "\n")
@@ -99,14 +105,141 @@ def _usage(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
-def import_kernels(targets: list[str]) -> None:
+# -- deadlines and Ctrl-C -------------------------------------------------------------------------
+
+DEADLINE_SLACK_S: Final = 0.25
+"""How long after ``--timeout`` the deadline thread lets the command's own timeout take over."""
+DEADLINE_CLOSE_S: Final = 3.0
+"""How long a command that timed out by itself may take to close (a hung close(), a worker
+to kill) before the deadline thread ends it."""
+CHECK_TIMEOUT_S: Final = 60.0
+"""``flowplex check``'s default ``--timeout``: it runs only imports, which should take seconds."""
+
+_ctrl_c: dict[str, bool] = {"seen": False}
+
+
+def _on_sigint(signum: int, frame: object) -> None:
+    """The SIGINT handler while a command runs: Python's, noting that the user pressed Ctrl-C
+    (a ``KeyboardInterrupt`` without it was raised by code: an imported module's)."""
+    _ctrl_c["seen"] = True
+    raise KeyboardInterrupt
+
+
+def _watch_ctrl_c() -> None:
+    import signal
+
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is \
+            signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+@final
+class _Deadline:
+    """``--timeout``: one deadline for a whole command, kept by a thread of its own.
+
+    The command's blocking calls get the time left (``start``, ``wait_done``), so that a
+    deadline met there ends the command in order: one line, the graph closed, outputs flushed.
+    What no timeout can interrupt (an import or a kernel constructor that never returns, a
+    ``close()`` that hangs, a C call) is ended by this thread: ``DEADLINE_SLACK_S`` after the
+    deadline (``DEADLINE_CLOSE_S`` more when the command is closing after its own timeout) it
+    prints one line naming what was still going on, flushes ``--output``, removes the process
+    pools' shared memory, kills their workers, and exits with ``os._exit(1)``. A signal or an
+    exception could be swallowed by the code that hangs, or never reach it (a C call); an exit
+    from another thread cannot.
+    """
+
+    def __init__(self, seconds: float | None, graph: Path) -> None:
+        self.seconds = seconds
+        self.graph = graph
+        self.step = "starting"
+        """What the command does now, for the message (set by the main thread)."""
+        self.graph_obj: Any = None
+        self.flush: Any = None
+        """Called (best effort) before a hard exit: flushes ``--output``."""
+        self._main = threading.get_ident()
+        self._lock = threading.Lock()
+        self._claimed = False
+        self._fired = False
+        self.at = None if seconds is None else time.monotonic() + seconds
+        if seconds is not None:
+            threading.Thread(target=self._run, name="flowplex-deadline", daemon=True).start()
+
+    def left(self) -> float | None:
+        """Seconds left (None without ``--timeout``)."""
+        return None if self.at is None else max(0.0, self.at - time.monotonic())
+
+    def claim(self) -> None:
+        """The command met the deadline itself and closes in order (``DEADLINE_CLOSE_S`` more)."""
+        with self._lock:
+            fired = self._fired
+            self._claimed = True
+        if fired:  # the thread is ending the process; say nothing twice
+            time.sleep(DEADLINE_CLOSE_S)
+
+    def expired(self, what: str) -> str:
+        return f"--timeout {self.seconds:g} s expired {what}"
+
+    def _run(self) -> None:
+        assert self.at is not None
+        time.sleep(max(0.0, self.at + DEADLINE_SLACK_S - time.monotonic()))
+        with self._lock:
+            claimed = self._claimed
+        if claimed:
+            time.sleep(DEADLINE_CLOSE_S)
+            what = f"and the command was still {self._doing()} {DEADLINE_CLOSE_S:g} s later"
+        else:
+            what = f"while {self._doing()}"
+        with self._lock:
+            self._fired = True
+        self._exit(self.expired(what))
+
+    def _doing(self) -> str:
+        """What the main thread is doing now, as precisely as the library can say."""
+        from flowplex.config._imports import importing_now
+        from flowplex.graph._build import building_now
+
+        importing = importing_now(self._main)
+        if importing is not None:
+            return f"importing {importing}"
+        building = building_now(self._main)
+        if building is not None:
+            return f"creating the kernel of {building}"
+        if self.step == "closing" and self.graph_obj is not None:
+            return f"closing the graph ({_in_flight(self.graph_obj.stats())} in flight)"
+        return self.step
+
+    def _exit(self, message: str) -> None:
+        with contextlib.suppress(Exception):
+            sys.stderr.write(_shown(f"flowplex: error: {_where(self.graph, Exception(message))}") + "\n")
+            sys.stderr.flush()
+        if self.flush is not None:
+            with contextlib.suppress(Exception):
+                self.flush()
+        pool = sys.modules.get("flowplex.processes._pool")
+        if pool is not None:
+            with contextlib.suppress(Exception):
+                pool.abandon_all()
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()
+        os._exit(1)
+
+
+def _interrupted_import(exc: KeyboardInterrupt) -> str | None:
+    """The one-line error for a ``KeyboardInterrupt`` that an imported module raised itself (no
+    Ctrl-C came), from the note ``import_target`` adds; None for the user's own Ctrl-C."""
+    if _ctrl_c["seen"]:
+        return None
+    notes = getattr(exc, "__notes__", None) or ["an import"]
+    return f"{notes[-1]}: KeyboardInterrupt (raised by the imported code, not by Ctrl-C)"
+
+
+def import_kernels(targets: list[str], deadline: _Deadline | None = None) -> None:
     """Put the current directory on ``sys.path`` (as ``python -m`` does), then run each ``--import``.
 
     The directory is added even without ``--import``, so that a graph's ``imports:`` finds
-    modules next to where the command runs, as ``--import`` does. A failure exits 2 with one line.
+    modules next to where the command runs, as ``--import`` does. A failure exits 2 with one
+    line (``SystemExit`` and a ``KeyboardInterrupt`` the module raised itself too).
     """
-    import os
-
     from flowplex.errors import ConfigError
     from flowplex.kernels._loading import import_target
 
@@ -114,10 +247,34 @@ def import_kernels(targets: list[str]) -> None:
     if cwd not in sys.path:
         sys.path.insert(0, cwd)
     for target in targets:
+        if deadline is not None:
+            deadline.step = f"importing `{target}` (--import {target})"
         try:
-            import_target(target, base=Path(cwd), where=f"--import {target}")
+            with _imports_interrupted():
+                import_target(target, base=Path(cwd), where=f"--import {target}")
         except ConfigError as exc:
             raise _fail(exc, 2) from None
+
+
+@contextlib.contextmanager
+def _imports_interrupted() -> Iterator[None]:
+    """Turn a ``KeyboardInterrupt`` raised by imported code into one line, exit 2; the user's
+    Ctrl-C exits 130 with one line saying what it interrupted."""
+    try:
+        yield
+    except KeyboardInterrupt as exc:
+        text = _interrupted_import(exc)
+        if text is not None:
+            raise _usage(text) from None
+        raise _cancelled_import(exc) from None
+
+
+def _cancelled_import(exc: KeyboardInterrupt) -> typer.Exit:
+    """The user's Ctrl-C during the imports: one line saying what it interrupted, exit 130."""
+    notes = getattr(exc, "__notes__", None)
+    where = f" while importing: {notes[-1].replace(': cannot import ', ': ')}" if notes else ""
+    typer.echo(_shown(f"flowplex: cancelled (Ctrl-C){where}"), err=True)
+    return typer.Exit(130)
 
 
 def parse_override(text: str, node_names: list[str]) -> tuple[str, tuple[str, ...], object]:
@@ -194,7 +351,12 @@ def apply_overrides(spec: Any, overrides: list[str]) -> Any:
 
 
 def _load_graph(graph: Path, overrides: list[str], default_executor: str | None = None) -> Any:
-    """Build the graph (exit 2 with one line on a configuration error)."""
+    """Build the graph (exit 2 with one line on a configuration error or a failing import)."""
+    with _imports_interrupted():
+        return _build_graph(graph, overrides, default_executor)
+
+
+def _build_graph(graph: Path, overrides: list[str], default_executor: str | None) -> Any:
     import flowplex
     from flowplex.config._load import load_plan_file
     from flowplex.errors import ConfigError
@@ -290,7 +452,9 @@ def run(
         "127.0.0.1"),
     live: Annotated[bool | None, typer.Option("--live/--no-live",
                                               help="Live per-node table (default: when stderr is a terminal).")] = None,
-    timeout: Annotated[float | None, typer.Option(help="Give up after this many seconds.")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="Give up after this many seconds, whatever is going on: imports, building, opening, "
+             "running or closing (exit 1, one line saying what).")] = None,
     default_executor: Annotated[str | None, typer.Option(
         "--default-executor", metavar="NAME",
         help="Run every node that names no executor on executor NAME (the YAML's `default_executor`).")] = None,
@@ -301,13 +465,14 @@ def run(
 ) -> None:
     """Run a graph whose data comes from source kernels and print what reaches its outputs.
 
-    Exit codes: 0 done, 1 runtime error, 2 configuration or usage error, 130 Ctrl-C.
+    Exit codes: 0 done, 1 runtime error (``--timeout`` too), 2 configuration or usage error
+    (a failing import too), 130 Ctrl-C.
     """
     import contextlib
 
     from flowplex._timestamps import ts_name
     from flowplex.diagnostics._dot import parse_view
-    from flowplex.errors import FlowplexError, GraphCancelled
+    from flowplex.errors import FlowplexError, GraphCancelled, Timeout
 
     try:
         parse_view(dot_view)
@@ -315,6 +480,8 @@ def run(
         msg = f"--dot-view: {exc}"
         raise _usage(msg) from None
     _setup_logging()
+    _watch_ctrl_c()
+    deadline = _Deadline(_check_timeout(timeout), graph)
     if ray_address is not None:
         from flowplex.cluster import ADDRESS_ENV
 
@@ -322,8 +489,11 @@ def run(
             msg = "--ray-address: give an address (auto, ray://host:10001 or IP:port)"
             raise _usage(msg)
         os.environ[ADDRESS_ENV] = ray_address.strip()
-    import_kernels(imports or [])
+    import_kernels(imports or [], deadline)
+    deadline.step = "loading the graph (running its imports, creating its kernels)"
     g = _load_graph(graph, overrides or [], default_executor)
+    deadline.graph_obj = g
+    deadline.step = "preparing the run"
     lock = threading.Lock()
     count = 0
     try:
@@ -331,6 +501,15 @@ def run(
     except OSError as exc:
         msg = f"cannot write --output {output}: {exc.strerror or exc}"
         raise _usage(msg) from None
+    if sink is not None:
+        def flush() -> None:
+            if lock.acquire(timeout=0.5):  # a writer stuck mid-line keeps its line
+                try:
+                    sink.flush()
+                finally:
+                    lock.release()
+
+        deadline.flush = flush
 
     def show(port: str) -> Any:
         def on_packet(packet: Any) -> None:
@@ -374,17 +553,27 @@ def run(
             display = LiveDisplay(g, Console(stderr=True), redirect_stdout=sink is None and sys.stdout.isatty())
             stack.enter_context(display)
         try:
-            g.start()
+            deadline.step = "starting the graph (opening its kernels)"
+            g.start(timeout=deadline.left())
+            deadline.step = "running the graph"
             g.close_all_inputs()
-            g.wait_done(timeout=timeout)
-        except KeyboardInterrupt:
+            g.wait_done(timeout=deadline.left())
+        except Timeout as exc:
+            deadline.claim()
+            _state["timed_out"] = True
+            if display is not None:
+                display.stop()
+            code = 1
+            _fail_at(graph, Exception(deadline.expired(f"({exc})")), code)
+        except KeyboardInterrupt:  # the user's: a kernel's own is a failure of its node
             snapshot = g.stats()
             if display is not None:
                 display.stop()
             g.cancel()
             with contextlib.suppress(FlowplexError, KeyboardInterrupt):
                 g.wait_done(timeout=5.0)
-            typer.echo(_shown(f"flowplex: cancelled (Ctrl-C); in flight: {_in_flight(snapshot)}; "
+            during = "" if deadline.step == "running the graph" else f" while {deadline.step}"
+            typer.echo(_shown(f"flowplex: cancelled (Ctrl-C){during}; in flight: {_in_flight(snapshot)}; "
                               f"{count} packet(s) so far"), err=True)
             code = 130
         except GraphCancelled as exc:
@@ -395,6 +584,7 @@ def run(
                 display.stop()
             code = 1
             _fail_at(graph, exc, code)
+        deadline.step = "closing"
         if display is not None:
             display.stop()
         if sink is not None:
@@ -440,14 +630,24 @@ def dot_command(
         raise _fail_at(graph, exc, 1) from None
 
 
-def _check(graph: Path, as_json: bool, imports: list[str]) -> None:
+def _check(graph: Path, as_json: bool, imports: list[str], timeout: float) -> None:
     from flowplex.diagnostics import check_config
+    from flowplex.diagnostics._check import CheckReport
 
     if not graph.is_file():
         typer.echo(_shown(f"flowplex: error: no such graph file: {graph}"), err=True)
         raise typer.Exit(2)
-    import_kernels(imports)
-    report = check_config(graph)
+    _watch_ctrl_c()
+    deadline = _Deadline(_check_timeout(timeout), graph)
+    import_kernels(imports, deadline)
+    deadline.step = "loading the graph (running its imports)"
+    try:
+        report = check_config(graph)
+    except KeyboardInterrupt as exc:
+        text = _interrupted_import(exc)
+        if text is None:
+            raise _cancelled_import(exc) from None
+        report = CheckReport(path=str(graph), error=text)  # a failing import, as any other
     if as_json:
         typer.echo(json.dumps(report.to_json(), indent=2))
     elif report.ok:
@@ -457,18 +657,33 @@ def _check(graph: Path, as_json: bool, imports: list[str]) -> None:
     raise typer.Exit(report.exit_code)
 
 
+_CHECK_TIMEOUT_HELP = (f"Give up after this many seconds (default {CHECK_TIMEOUT_S:g}): an import that never "
+                       "finishes is reported, exit 1.")
+
+
+def _check_timeout(seconds: float | None) -> float | None:
+    """``--timeout`` must be a finite number of seconds > 0 (exit 2 otherwise)."""
+    import math
+
+    if seconds is not None and not (math.isfinite(seconds) and seconds > 0):
+        msg = f"--timeout {seconds:g}: give a number of seconds > 0"
+        raise _usage(msg)
+    return seconds
+
+
 @app.command()
 def check(
     graph: Annotated[Path, typer.Argument(help="The graph's YAML file.")],
     as_json: Annotated[bool, typer.Option("--json", help="Print lm-flow's check-config JSON report.")] = False,
     imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
                                                       help=_IMPORT_HELP)] = None,
+    timeout: Annotated[float, typer.Option(help=_CHECK_TIMEOUT_HELP)] = CHECK_TIMEOUT_S,
 ) -> None:
     """Validate a graph without running kernels. Exit 0 ok, 1 findings, 2 usage error.
 
     The graph's ``imports:`` and ``--import`` run (a failing one is reported); no kernel is created.
     """
-    _check(graph, as_json, imports or [])
+    _check(graph, as_json, imports or [], timeout)
 
 
 @app.command("check-config", hidden=True)
@@ -477,9 +692,10 @@ def check_config_alias(
     as_json: Annotated[bool, typer.Option("--json", help="Print the JSON report.")] = False,
     imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
                                                       help=_IMPORT_HELP)] = None,
+    timeout: Annotated[float, typer.Option(help=_CHECK_TIMEOUT_HELP)] = CHECK_TIMEOUT_S,
 ) -> None:
     """lm-flow's name for ``check``."""
-    _check(graph, as_json, imports or [])
+    _check(graph, as_json, imports or [], timeout)
 
 
 @app.command()

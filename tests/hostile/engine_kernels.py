@@ -102,3 +102,43 @@ class Hang(flowplex.Kernel):
         if cc.input_timestamp == 0:
             GATE.wait(cc.option_float("max_s", 30.0))
         cc.emit(0, cc.input(0))
+
+
+@flowplex.kernel("HostileOpenHang")
+class OpenHang(flowplex.Kernel):
+    """Source whose ``open`` sleeps ``open_s`` (a hang, bounded so that no test can hang), then ends;
+    with ``say: 1`` it first prints ``opening`` (a subprocess's test waits for it)."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        if cc.option_int("say", 0):
+            print("opening", flush=True)
+        time.sleep(cc.option_float("open_s", 30.0))
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.source_done()
+
+
+@flowplex.kernel("HostileEmitThenHang")
+class EmitThenHang(flowplex.Kernel):
+    """Source: emits its call's timestamp for ``calls`` calls, then sleeps ``hang_s`` in the next one."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        if cc.input_timestamp < cc.option_int("calls", 3):
+            cc.emit(0, cc.input_timestamp)
+            return
+        time.sleep(cc.option_float("hang_s", 30.0))
+        cc.source_done()
+
+
+@flowplex.kernel("HostilePidFile")
+class PidFile(flowplex.Kernel):
+    """Writes the pid of the process it runs in to the file ``path`` in ``open``; forwards its input."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        import os
+
+        with open(cc.option_str("path", ""), "w") as f:
+            f.write(str(os.getpid()))
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.emit(0, cc.input(0))

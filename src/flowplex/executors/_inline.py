@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import FailureReport, Inbox, Task, TaskStats, report_failure
+from ._protocol import JOIN_S, FailureReport, Inbox, Task, TaskStats, report_failure
 
 log = logging.getLogger(__name__)
 
@@ -173,4 +173,4 @@ class InlineExecutor:
             self._bg_cond.notify_all()
             thread, self._bg_thread = self._bg_thread, None
         if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=10.0)
+            thread.join(timeout=JOIN_S)

@@ -6,10 +6,15 @@ import logging
 from collections import deque
 from collections.abc import Callable, Sized
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
     from ._invocation import Complete, Invocation, NodeRecipe
+
+JOIN_S: Final = 0.25
+"""How long an executor's ``shutdown`` waits for its threads to finish their tasks, in all: the
+engine has already waited for the graph to drain (``Graph.close``) and warned about a call that
+does not return; its thread, a daemon, is left to end by itself."""
 
 Task = Callable[[object], None]
 """An engine callback applied to one argument (an invocation context)."""

@@ -6,11 +6,12 @@ import contextlib
 import logging
 import os
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import FailureReport, Inbox, Task, TaskStats, report_failure
+from ._protocol import JOIN_S, FailureReport, Inbox, Task, TaskStats, report_failure
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +125,22 @@ class ThreadPoolExecutor:
                 os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(prio))
 
     def shutdown(self) -> None:
-        """Stop the workers after their current task and join them."""
+        """Stop the workers after their current task and join them, for ``JOIN_S`` at most in all.
+
+        A worker still in a task then (a kernel call that never returns: the engine has given
+        up on it and warned) is left to end by itself; it is a daemon, so it does not keep the
+        interpreter from exiting.
+        """
         with self._lock:
             self._stopping = True
             self._tasks.clear()
             self._cond.notify_all()
             workers, self._workers = self._workers, []
         me = threading.current_thread()
+        deadline = time.monotonic() + JOIN_S
         for t in workers:
             if t is not me:
-                t.join(timeout=10.0)
+                t.join(timeout=max(0.0, deadline - time.monotonic()))
+        left = [t.name for t in workers if t.is_alive() and t is not me]
+        if left:
+            log.debug("executor.shutdown.left executor=%r threads=%r", self.name, left)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from typing import Final
 
@@ -27,6 +28,15 @@ DEFAULT_MAX_QUEUED_PACKETS: Final = 4096
 DEFAULT_MAX_QUEUED_BYTES: Final = 64 * 1024 * 1024
 """Default cap on buffer bytes queued in node inputs and pollers when ``max_queued_packets`` is not configured."""
 
+_now: Final[dict[int, str]] = {}
+"""Thread id -> the node whose kernel it is creating (user code: ``get_contract``, ``__init__``)."""
+
+
+def building_now(thread_id: int) -> str | None:
+    """The node whose kernel thread ``thread_id`` is creating now, or None: for a deadline
+    watching from another thread (``flowplex run --timeout``) to name it."""
+    return _now.get(thread_id)
+
 
 def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
                  log_fn: Callable[[int, str], None]) -> Engine:
@@ -36,19 +46,24 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     executors = [default_executor("default") if i == 0 else make_executor(ex) for i, ex in enumerate(plan.executors)]
 
     nodes: list[Node] = []
+    me = threading.get_ident()
     for i, spec in enumerate(plan.spec.nodes):
         inputs = PortTable(spec.input_ports)
         outputs = PortTable(spec.output_ports)
-        if spec.kernel == ROUTE_KERNEL:
-            cls: type[Kernel] = make_route_kernel(spec)
-        else:
-            cls = kernel_class(spec.kernel, where=f"{spec.path}.kernel")
-        contract = declare_contract(cls, inputs, outputs, f"{spec.path}.kernel (node `{spec.name}`)")
+        _now[me] = f"node `{spec.name}` (kernel `{spec.kernel}`: its get_contract or constructor)"
         try:
-            instance = cls()
-        except Exception as exc:
-            msg = f"{spec.label}: constructing kernel `{spec.kernel}` failed: {type(exc).__name__}: {exc}"
-            raise ConfigError(msg) from exc
+            if spec.kernel == ROUTE_KERNEL:
+                cls: type[Kernel] = make_route_kernel(spec)
+            else:
+                cls = kernel_class(spec.kernel, where=f"{spec.path}.kernel")
+            contract = declare_contract(cls, inputs, outputs, f"{spec.path}.kernel (node `{spec.name}`)")
+            try:
+                instance = cls()
+            except Exception as exc:
+                msg = f"{spec.label}: constructing kernel `{spec.kernel}` failed: {type(exc).__name__}: {exc}"
+                raise ConfigError(msg) from exc
+        finally:
+            _now.pop(me, None)
         info = NodeInfo(
             name=spec.name, kernel_name=spec.kernel, inputs=inputs, outputs=outputs, options=spec.options,
             is_source=spec.is_source, counter_add=counter_add, log=log_fn, strict_ports=plan.spec.strict_ports,

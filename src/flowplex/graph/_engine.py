@@ -26,10 +26,10 @@ import threading
 import time
 import weakref
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from .._timestamps import TS_UNSTARTED
-from ..errors import KernelError, UsageError
+from ..errors import GraphCancelled, KernelError, StateError, Timeout, UsageError
 from ..executors._invocation import Invocation, Outcome
 from ..kernels._context import PHASE_OPEN
 from ..kernels._host import is_interrupt
@@ -61,6 +61,7 @@ if TYPE_CHECKING:
     from .._snapshot import EngineSnapshot
     from ..executors import Executor
     from ..executors._protocol import KernelHostExecutor
+    from ..kernels._context import Context
     from ..packets import Packet
     from ..packets._packet import BufferAllocator
     from ._nodes import Edge, Node, Observer
@@ -69,6 +70,23 @@ log = logging.getLogger("flowplex.graph")
 
 OPEN_TIMEOUT_S = 60.0
 """How long ``start`` waits for a kernel host to open one kernel before calling it dead."""
+START_SLICE_S: Final = 0.05
+"""How often a start waiting for an open looks at its deadline and for a cancel."""
+CLOSE_WAIT_S: Final = 5.0
+"""How long ``stop`` (``Graph.close``) lets a cancelled graph drain at most."""
+CLOSE_STALL_S: Final = 1.0
+"""How long ``stop`` waits without progress before it gives up on a callback that does not return."""
+
+
+def _call_open(node: Node, ctx: Context) -> tuple[BaseException | None, str]:
+    """``node.kernel.open(ctx)``: its failure as ``(exc, text)``, ``(None, "")`` when it succeeded."""
+    try:
+        node.kernel.open(ctx)
+    except BaseException as exc:  # SystemExit too: only the user's Ctrl-C goes through
+        if is_interrupt(exc):
+            raise
+        return exc, f"{type(exc).__name__}: {exc}"
+    return None, ""
 
 
 class Engine:
@@ -86,6 +104,9 @@ class Engine:
         self.stats_level = "basic"
         self.watchdog: Watchdog | None = None
         """Started by ``start`` when ``watchdog_ms`` is set (``_watchdog``)."""
+        self.abandoned = ""
+        """The node whose ``open`` a start gave up waiting for (it may still run): no restart."""
+        self._start_began = 0.0
         self.status = status = Status()
         self.budget = budget = Budget()
         self.blocking = blocking = Blocking(status)
@@ -141,18 +162,35 @@ class Engine:
 
     # -- lifecycle -----------------------------------------------------------------------------
 
-    def start(self) -> None:
-        """Open every kernel (on this thread, in node order), then start running."""
+    def start(self, deadline: float | None = None) -> None:
+        """Open every kernel in node order, then start running (``Graph.start``).
+
+        Without ``deadline`` each in-process ``open`` runs on this thread. With one (a
+        ``time.monotonic()`` instant) they run on a helper thread while this one waits, so that
+        a kernel whose ``open`` never returns ends the start with ``Timeout`` at ``deadline``;
+        a kernel host's loading and opening wait until it as well. A wait (a helper thread's
+        open, a kernel host's) also ends at ``cancel()`` from another thread, with
+        ``GraphCancelled``. Either names the node; its ``open`` is left running (it cannot be
+        stopped), and this graph cannot start again.
+        """
+        if self.abandoned:
+            msg = (f"start: the open() of node `{self.abandoned}` from an earlier start never returned; "
+                   "build the graph again")
+            raise StateError(msg)
         missing = [(n, name) for n in self.nodes for name in n.side_required if name not in n.info.side_packets]
         if missing:
             node, name = missing[0]
             msg = (f"missing required side packet `{name}` -- node `{node.name}` declared it in "
                    "get_contract; inject it with set_side_packet before start")
             raise UsageError(msg)
-        self._host_kernels()
+        if self.scheduler.watchdog_ns and self.watchdog is None:
+            # Before the opens: an open that hangs is reported while it hangs, as a process() is.
+            self.watchdog = Watchdog(self.nodes, self.scheduler.watchdog_ns)
+        self._start_began = time.monotonic()
+        self._host_kernels(deadline)
         for node in self.nodes:
             if not node.opened:
-                self._open(node)
+                self._open(node, deadline)
                 node.opened = True
                 node.claimable = True
         used = {id(n.executor) for n in self.nodes}
@@ -170,10 +208,8 @@ class Engine:
             subs = self.claims.take()
         for executor, task, arg in subs:
             executor.submit_background(task, arg)
-        if self.scheduler.watchdog_ns and self.watchdog is None:
-            self.watchdog = Watchdog(self.nodes, self.scheduler.watchdog_ns)
 
-    def _host_kernels(self) -> None:
+    def _host_kernels(self, deadline: float | None) -> None:
         """Hand each kernel-hosting executor the recipes of its nodes; a node that feeds one
         whose executor keeps buffers in memory of its own allocates its buffers there."""
         status = self.status
@@ -183,6 +219,9 @@ class Engine:
                 watch = getattr(ex, "watch", None)
                 if watch is not None:  # one that queues calls of its own drops them once the graph stopped
                     watch(lambda: status.cancelled or status.error is not None)
+                bound = getattr(ex, "bound_start", None)
+                if bound is not None:  # one whose hosting waits (workers loading kernels) stops at these
+                    bound(deadline, lambda: status.cancelled)
                 host.host([recipe_of(n, self.strict_ports) for n in self.nodes if n.executor is ex])
         for node in self.nodes:
             if not node.remote:
@@ -201,32 +240,74 @@ class Engine:
                         return found
         return None
 
-    def _open(self, node: Node) -> None:
-        """Run ``node``'s open callback (here, or on its executor's kernel host)."""
+    def _open(self, node: Node, deadline: float | None) -> None:
+        """Run ``node``'s open callback (here, on a helper thread, or on its executor's kernel host)."""
         ctx = node.contexts[-1]
         ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
         err: BaseException | None = None
         text = ""
+        if self.watchdog is not None:
+            node.running_since = time.perf_counter_ns()
+        left = False
         try:
             if node.remote:
-                err, text = self._open_hosted(node)
+                err, text = self._open_hosted(node, deadline)
+            elif deadline is None:
+                err, text = _call_open(node, ctx)
             else:
-                try:
-                    node.kernel.open(ctx)
-                except BaseException as exc:  # SystemExit too: only the user's Ctrl-C goes through
-                    if is_interrupt(exc):
-                        raise
-                    err, text = exc, f"{type(exc).__name__}: {exc}"
+                err, text = self._open_aside(node, ctx, deadline)
+        except (Timeout, GraphCancelled):
+            left = not node.remote  # its helper thread still runs open() and may still emit
+            self.abandoned = node.name  # a worker hung in it too: nothing can open it again
+            raise
         finally:
-            for staged in ctx._out:
-                staged.clear()
+            node.running_since = 0
+            if not left:
+                for staged in ctx._out:
+                    staged.clear()
         if text:
             with self.status.lock:
                 self.status.record_error(node, err, f"open failed: {text}")
             msg = f"kernel failed: [{node.name}] open failed: {text}"
             raise KernelError(msg, node=node.name, kernel=node.spec.kernel) from err
 
-    def _open_hosted(self, node: Node) -> tuple[BaseException | None, str]:
+    def _open_aside(self, node: Node, ctx: Context, deadline: float) -> tuple[BaseException | None, str]:
+        """``node``'s open on a helper thread (a daemon: one that never returns keeps no
+        interpreter alive), waited for until ``deadline`` or a cancel."""
+        got: list[tuple[BaseException | None, str]] = []
+        done = threading.Event()
+
+        def run() -> None:
+            try:
+                got.append(_call_open(node, ctx))
+            finally:
+                done.set()
+
+        threading.Thread(target=run, name=f"flowplex-open-{node.name}", daemon=True).start()
+        self._wait_open(node, done, deadline, "open()")
+        return got[0] if got else (None, "open() ended without an outcome")
+
+    def _wait_open(self, node: Node, done: threading.Event, deadline: float | None, what: str) -> None:
+        """Wait for ``done`` (an open, or a kernel host's answer to one), in slices: raise
+        ``Timeout`` at ``deadline`` and ``GraphCancelled`` once ``cancel()`` was called."""
+        began = time.monotonic()
+        limit = began + OPEN_TIMEOUT_S if node.remote else None
+        if deadline is not None:
+            limit = deadline if limit is None else min(limit, deadline)
+        while not done.wait(START_SLICE_S if limit is None else max(0.0, min(START_SLICE_S, limit - time.monotonic()))):
+            now = time.monotonic()
+            left = "" if node.remote else "; it is left running"  # a worker is killed at close
+            where = f"node `{node.name}` is still in {what} (for {now - began:.3g} s{left})"
+            if self.status.cancelled:
+                msg = f"start was cancelled: {where}"
+                raise GraphCancelled(msg)
+            if limit is not None and now >= limit:
+                if deadline is None or limit < deadline:
+                    return  # the kernel host's own limit: the caller says it did not answer
+                msg = f"start timed out after {now - self._start_began:.3g} s: {where}"
+                raise Timeout(msg)
+
+    def _open_hosted(self, node: Node, deadline: float | None) -> tuple[BaseException | None, str]:
         """Open ``node`` on its executor's kernel host and wait for the outcome."""
         from ._seam import apply_outcome
 
@@ -239,28 +320,50 @@ class Engine:
 
         host: KernelHostExecutor = node.executor  # type: ignore[assignment]
         host.invoke(Invocation(node.index, -1, PHASE_OPEN, TS_UNSTARTED, [None] * len(node.inputs)), complete)
-        if not done.wait(OPEN_TIMEOUT_S):
+        self._wait_open(node, done, deadline, f"open() on executor `{host.name}`")
+        if not got:
             return None, f"the kernel host of executor `{host.name}` did not answer within {OPEN_TIMEOUT_S:.0f} s"
         return apply_outcome(node, node.contexts[-1], got[0])
 
     def stop(self) -> None:
-        """Cancel if still running, drain for up to 5 s, stop threads, release held packets."""
+        """Cancel if still running and let the graph drain, stop threads, release held packets.
+
+        The drain lasts up to ``CLOSE_WAIT_S``, but ends after ``CLOSE_STALL_S`` without progress
+        (no call finishing, no node closing): a callback that never returns is not waited for.
+        It is named in a warning, and its thread (a daemon) is left running.
+        """
         status = self.status
         status.wakeup = None
         if status.state in (RUNNING, DRAINING):
             self.scheduler.cancel()
-            deadline = time.monotonic() + 5.0
-            while status.state != TERMINATED and not status.broken and time.monotonic() < deadline:
+            now = time.monotonic()
+            deadline, stall = now + CLOSE_WAIT_S, now + CLOSE_STALL_S
+            mark = self._progress()
+            while status.state != TERMINATED and not status.broken and now < min(deadline, stall):
                 if not self.pump.pump_step():
                     with status.lock:
                         if status.state == TERMINATED or self.pump.idle():
                             break
                         status.wait_change(None, 0.01)
+                now = time.monotonic()
+                seen = self._progress()
+                if seen != mark:
+                    mark, stall = seen, now + CLOSE_STALL_S
+            if status.state != TERMINATED and not status.broken:
+                with status.lock:
+                    running = self.waits.still_running()
+                log.warning("graph.close.abandoned: %s; close() does not wait for it (its thread is left "
+                            "running, and does not keep the interpreter from exiting)", running)
         self.shutdown()
         self.waits.release_held()
         if status.state == TERMINATED:  # no callback can still read a side packet
             for node in self.nodes:
                 node.info.side_packets.clear()
+
+    def _progress(self) -> tuple[int, int]:
+        """What changes while a cancelled graph drains: calls running, nodes closed (a snapshot
+        without the lock: ``stop`` only compares two of them)."""
+        return self.status.busy, sum(1 for n in self.nodes if n.closed)
 
     def reset(self) -> None:
         """Make a terminated, idle graph startable again (kernels stay opened)."""
@@ -268,8 +371,6 @@ class Engine:
         with status.lock:
             if status.state != TERMINATED or not self.pump.idle():
                 msg = "reset needs a terminated, idle graph; call wait_done() first"
-                from ..errors import StateError
-
                 raise StateError(msg)
             held = self.closing.take_held()
             for node in self.nodes:

@@ -138,13 +138,34 @@ class Graph:
         self._side_packets[name] = packet
         self._engine.set_side_packet(name, packet)
 
-    def start(self) -> None:
-        """Open every kernel (on this thread, in node order), then start running."""
+    def start(self, timeout: float | None = None) -> None:
+        """Open every kernel, in node order, then start running.
+
+        Without ``timeout`` (the default) each kernel's ``open`` runs on this thread; Ctrl-C
+        interrupts it as any Python code. With ``timeout`` seconds, the whole start (workers
+        loading kernels included) is bounded: the opens run on a helper thread while this one
+        waits, and ``Timeout`` names the node still opening when the time is up. ``cancel()``
+        from another thread ends such a wait (and one for a process pool's worker) with
+        ``GraphCancelled``. A hung ``open`` cannot be stopped: its thread (a daemon) is left
+        running, ``close()`` does not wait for it, and the graph cannot be started again.
+
+        Raises:
+            KernelError: A kernel's ``open`` failed (it names the node).
+            Timeout: ``timeout`` passed first.
+            GraphCancelled: ``cancel()`` was called while the start waited.
+        """
+        timeout = check_timeout(timeout, "start")
         self._require_state((INITIALIZED,), "start")
-        self._engine.start()
+        self._engine.start(None if timeout is None else time.monotonic() + timeout)
 
     def close(self) -> None:
         """Cancel if still running, wait briefly, stop threads. Idempotent.
+
+        The wait for running calls to finish and nodes to close lasts at most 5 s, and ends
+        after 1 s in which none did (about a second in all, threads joined): a ``process``
+        (or ``open``, ``close``) that never returns is named in a warning
+        (``graph.close.abandoned``) and left running on its thread, a daemon that does not keep
+        the interpreter from exiting.
 
         Releases every packet the graph still holds (queued input, feedback registers, side
         packets), so adopted arrays are writeable again. Packets already in poller queues are
@@ -315,7 +336,11 @@ class Graph:
     # -- control -------------------------------------------------------------------------------
 
     def cancel(self) -> None:
-        """Stop the graph: no new invocations, every node closes with reason CANCELLED."""
+        """Stop the graph: no new invocations, every node closes with reason CANCELLED.
+
+        Any thread may call it: a ``start`` that waits for an open (see ``start``) raises
+        ``GraphCancelled``; ``wait_done`` returns once the nodes closed (``close()`` bounds
+        that wait when a call never returns)."""
         self._engine.cancel()
 
     def pause(self) -> None:

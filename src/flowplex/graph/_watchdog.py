@@ -4,7 +4,8 @@
 ``node.running_since``); this thread, started only when ``watchdog_ms`` is set, looks at those
 stamps a few times per period and warns once per call that has run longer: a kernel that hangs
 is reported while it hangs, not after it returns (the loop also warns then, with the whole
-duration). Graphs without ``watchdog_ms`` start no thread and pay nothing.
+duration). It starts before the kernels open, so that an ``open`` that hangs is reported too.
+Graphs without ``watchdog_ms`` start no thread and pay nothing.
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ log = logging.getLogger("flowplex.graph")
 
 
 def running_what(node: Node) -> str:
-    """The callback ``node`` runs now, by its lifecycle: closes run only once nothing else does."""
-    return "close()" if node.close_started else "process()"
+    """The callback ``node`` runs now, by its lifecycle: opens run before, closes after the rest."""
+    if node.close_started:
+        return "close()"
+    return "process()" if node.opened else "open()"
 
 
 class Watchdog:

@@ -16,11 +16,13 @@ module imported by name after its file was imported by path (the name then alias
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import importlib
 import importlib.util
 import os
 import re
+import stat
 import sys
 import threading
 from pathlib import Path
@@ -60,7 +62,10 @@ def import_target(target: str, *, base: Path, where: str) -> str:
         file's absolute path.
 
     Raises:
-        ConfigError: The module or file cannot be found, or running it raised (chained).
+        ConfigError: The module or file cannot be found, or running it raised (chained), any
+            ``BaseException`` included (``SystemExit``: a module may not end the program).
+        KeyboardInterrupt: On the main thread, where it may be the user's Ctrl-C; it carries
+            ``{where}: cannot import ...`` as a note.
     """
     if is_file_target(target):
         path = Path(os.path.abspath(base / os.path.expanduser(target)))
@@ -77,7 +82,8 @@ def import_target(target: str, *, base: Path, where: str) -> str:
         if target not in sys.modules:
             _alias_loaded_file(target)
         importlib.import_module(target)
-    except Exception as exc:
+    except BaseException as exc:  # SystemExit too: a module's exit is a failed import
+        _let_interrupt_through(exc, f"{where}: cannot import module `{target}`")
         msg = f"{where}: cannot import module `{target}`: {describe_exception(exc)}"
         raise ConfigError(msg) from exc
     record_import("module", target)
@@ -104,8 +110,8 @@ def imports_so_far() -> tuple[tuple[str, str], ...]:
 
 
 def _import_file(path: Path, shown: str, where: str) -> None:
-    if not path.is_file():
-        what = "is a directory, not a `.py` file" if path.is_dir() else "no such file"
+    what = _not_a_file(path)
+    if what:
         msg = f"{where}: cannot import file `{shown}`: {what} ({path})"
         raise ConfigError(msg)
     real = os.path.realpath(path)
@@ -121,12 +127,44 @@ def _import_file(path: Path, shown: str, where: str) -> None:
         sys.modules[name] = module  # before running it: dataclasses and pickle look it up there
         try:
             spec.loader.exec_module(module)
-        except BaseException as exc:
+        except BaseException as exc:  # SystemExit too: a file's exit is a failed import
             del sys.modules[name]
-            if not isinstance(exc, Exception):
-                raise
+            _let_interrupt_through(exc, f"{where}: cannot import file `{shown}`")
             msg = f"{where}: cannot import file `{shown}`: {describe_exception(exc)}"
             raise ConfigError(msg) from exc
+
+
+def _let_interrupt_through(exc: BaseException, where: str) -> None:
+    """Re-raise ``exc`` when it may be the user's Ctrl-C: a ``KeyboardInterrupt`` on the main
+    thread (signals arrive there; anything else, ``SystemExit`` included, is the module's own
+    failure). It carries ``where`` as a note, for a caller that knows no signal came (the CLI)."""
+    if isinstance(exc, KeyboardInterrupt) and threading.current_thread() is threading.main_thread():
+        exc.add_note(where)
+        raise exc
+
+
+def _not_a_file(path: Path) -> str:
+    """Why ``path`` cannot be imported as a file ("" when it is a regular file), without opening
+    it: a FIFO would block the open until a writer came."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "a symlink loop"
+        if exc.errno in (errno.ENOENT, errno.ENOTDIR):
+            return "no such file"
+        return f"cannot read it: {exc.strerror or exc}"
+    if stat.S_ISREG(mode):
+        return ""
+    if stat.S_ISDIR(mode):
+        return "is a directory, not a `.py` file"
+    if stat.S_ISFIFO(mode):
+        return "not a regular file: a FIFO"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "not a regular file: a device"
+    if stat.S_ISSOCK(mode):
+        return "not a regular file: a socket"
+    return "not a regular file"
 
 
 def _alias_loaded_file(target: str) -> None:

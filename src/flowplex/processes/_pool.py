@@ -14,17 +14,21 @@ process, whose engine threads a fork would copy mid-flight.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import threading
 import time
+import weakref
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
 from .._reap import descendants, kill_processes
 from .._timestamps import TS_UNSTARTED
-from ..errors import BrokenError, ConfigError, UsageError
+from ..errors import BrokenError, ConfigError, GraphCancelled, Timeout, UsageError
 from ..executors import TaskStats
 from ..executors._hosted import CallerTasks, OnCallerTasks
 from ..executors._invocation import Invocation, Outcome
@@ -63,6 +67,27 @@ DISPATCH_THREADS: Final = 1
 _WARM: Final[dict[str, list[WorkerLink]]] = {}
 """Idle workers of shut-down pools made with ``warm=True``, by start method (test sessions)."""
 _WARM_LOCK: Final = threading.Lock()
+_LIVE: Final[weakref.WeakSet[ProcessPoolExecutor]] = weakref.WeakSet()
+"""Pools with an arena or workers: what ``abandon_all`` cleans up before a hard exit."""
+HOST_SLICE_S: Final = 0.05
+"""How often ``host`` looks at the start's deadline and for a cancel while workers load kernels."""
+
+
+def abandon_all() -> None:
+    """Before this process ends with ``os._exit`` (``flowplex run --timeout``): remove every
+    pool's arena from ``/dev/shm`` and kill its workers (SIGKILL), without waiting for any
+    thread. Best effort, from any thread: a worker hung in an import or an ``open`` would
+    otherwise outlive the run, and its arena would stay behind."""
+    for pool in list(_LIVE):
+        arena = pool._arena
+        if arena is not None:
+            with contextlib.suppress(Exception):
+                # Only the name: mapped memory stays valid. ``Segment.unlink`` also tells the
+                # resource tracker, which would otherwise warn about a "leak" as this process ends.
+                arena._seg.unlink()
+        for link in list(pool._links):
+            with contextlib.suppress(Exception):
+                os.kill(link.pid, signal.SIGKILL)
 
 
 @final
@@ -171,6 +196,15 @@ class ProcessPoolExecutor(OnCallerTasks):
         self._serving = False
         """True from a successful ``host`` until the next ``host`` or ``shutdown``: a dead
         worker is replaced only then."""
+        self._start_deadline: float | None = None
+        self._start_stopped: Callable[[], bool] | None = None
+
+    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
+        """Bound the next ``host``'s wait for workers loading kernels: ``Timeout`` at
+        ``deadline`` (``time.monotonic()``), ``GraphCancelled`` once ``stopped()`` is true (the
+        engine, before each start; ``Graph.start(timeout=...)`` and ``cancel()``)."""
+        self._start_deadline = deadline
+        self._start_stopped = stopped
 
     # -- kernels --------------------------------------------------------------------------------
 
@@ -208,6 +242,7 @@ class ProcessPoolExecutor(OnCallerTasks):
         deadline = time.monotonic() + HOST_TIMEOUT_S
         failures: dict[int, str] = {}
         for link, hosting in sent:
+            self._wait_hosting(link, hosting.done, deadline)
             reply = link.await_hosting(hosting, max(0.0, deadline - time.monotonic()))
             for kind, value, text in reply.lost_imports:
                 log.warning("process.worker.import.failed executor=%r pid=%d %s=%r: %s", self.name, link.pid, kind,
@@ -218,6 +253,29 @@ class ProcessPoolExecutor(OnCallerTasks):
             first = min(failures, key=lambda i: (i < 0, i))
             raise ConfigError(failures[first])
         self._serving = True
+
+    def _wait_hosting(self, link: WorkerLink, done: threading.Event, deadline: float) -> None:
+        """Wait for ``link``'s hosting reply until ``deadline`` (then ``await_hosting`` says it is
+        late), in slices when the start is bounded (``bound_start``): ``Timeout`` or
+        ``GraphCancelled`` name the worker and its nodes. The worker is killed at ``shutdown``."""
+        bound, stopped = self._start_deadline, self._start_stopped
+        if bound is None and stopped is None:
+            return
+        began = time.monotonic()
+        limit = deadline if bound is None else min(deadline, bound)
+        while not done.wait(max(0.0, min(HOST_SLICE_S, limit - time.monotonic()))):
+            now = time.monotonic()
+            where = (f"worker process {link.pid} of executor `{self.name}` is still loading the kernels of "
+                     f"{', '.join(f'`{n}`' for n in link.nodes.values()) or 'its nodes'} (importing their "
+                     f"modules, constructing them; for {now - began:.3g} s)")
+            if stopped is not None and stopped():
+                msg = f"start was cancelled: {where}"
+                raise GraphCancelled(msg)
+            if now >= limit:
+                if bound is None or limit < bound:
+                    return
+                msg = f"start timed out: {where}"
+                raise Timeout(msg)
 
     def _place(self, recipes: list[NodeRecipe]) -> dict[int, Replicas]:
         """The replicas of each node, their workers started (see ``Placement``)."""
@@ -238,6 +296,7 @@ class ProcessPoolExecutor(OnCallerTasks):
         if arena is None:
             arena = self._arena = Arena.create(arena_size(self.arena_bytes), self.num_processes + 1,
                                                owner=f"ProcessPoolExecutor `{self.name}`")
+            _LIVE.add(self)
         return arena
 
     def buffer_allocator(self) -> BufferAllocator | None:
@@ -491,6 +550,7 @@ class ProcessPoolExecutor(OnCallerTasks):
         arena, self._arena = self._arena, None
         if arena is not None:
             arena.close(unlink=True)
+        _LIVE.discard(self)
 
 
 def _releasing(replicas: Replicas, k: int, complete: Complete) -> Complete:
