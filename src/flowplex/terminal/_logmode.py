@@ -42,14 +42,13 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Final, final
+from typing import TYPE_CHECKING, Final, final
 
 from ..transport._format import COLOURS
 from ._caps import TermCaps
 from ._display import AgentInfo, Display
 from ._sanitize import ALT_SCREEN, CR, MAIN_SCREEN, NEWLINE, SCREEN, TEXT, VERBATIM, LogSanitizer, safe_label
 from ._text import display_width, truncate_to_width
-from ._vt import VirtualTerminal
 from ._writer import Writer
 
 __all__ = ["LogRenderer"]
@@ -81,6 +80,10 @@ _ALT: Final = 3
 """Screen state: the agent is on the alternate screen; its output drives an emulated screen."""
 
 
+if TYPE_CHECKING:
+    from ._vt import VirtualTerminal
+
+
 @final
 class _AltScreen:
     """A full-screen program's alternate screen, emulated, and what of it was logged."""
@@ -88,7 +91,9 @@ class _AltScreen:
     __slots__ = ("changed_at", "logged", "updates", "vt")
 
     def __init__(self, *, newline_mode: bool) -> None:
-        self.vt = VirtualTerminal(ALT_COLUMNS, ALT_ROWS, newline_mode=newline_mode, history=0,
+        from ._vt import VirtualTerminal  # pyte loads only when a program enters the alternate screen
+
+        self.vt: VirtualTerminal = VirtualTerminal(ALT_COLUMNS, ALT_ROWS, newline_mode=newline_mode, history=0,
                                   keep_scrolled_off=True)
         self.updates = 0
         """Chunks of output since the screen was last logged."""
