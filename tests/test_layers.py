@@ -33,7 +33,9 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "spec": LEAVES,  # the specs and the plan: a leaf package, so config, kernels and graph can all read it
     "_events": LEAVES | {"packets"},
     "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
-    "processes": LEAVES | {"packets", "executors", "spec", "kernels", "_shm"},  # kernel hosts in worker processes
+    "transport": LEAVES | {"_shm", "packets", "executors", "spec", "kernels"},  # the ring and its SIGBUS guard
+    # kernel hosts in worker processes; the arena shares the ring's SIGBUS guard
+    "processes": LEAVES | {"packets", "executors", "spec", "kernels", "_shm", "transport"},
     "cluster": LEAVES | {"packets", "executors", "spec", "kernels", "processes"},  # kernel hosts in Ray actors
     "media": LEAVES | {"packets", "spec", "executors", "kernels"},  # media kernels (extra): above the kernel API
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
@@ -44,7 +46,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
 
-UNCHECKED = frozenset({"flowplex", "agents", "terminal", "transport", "cli", "__main__", "_data"})
+UNCHECKED = frozenset({"flowplex", "agents", "terminal", "cli", "_deadline", "__main__", "_data"})
 """Parts above the engine (and the package facade), not in the table; the engine never imports them."""
 
 

@@ -162,7 +162,19 @@ class _Deadline:
         self._fired = False
         self.at = None if seconds is None else time.monotonic() + seconds
         if seconds is not None:
+            self._start_watch()
+
+    def _start_watch(self) -> None:
+        # The watch only sleeps and formats one line: a small stack lets it start under a tight
+        # address-space limit (RLIMIT_AS), where a default 8 MiB thread stack cannot be mapped.
+        # Without it the blocking calls still get the time left; only a hung import goes unwatched.
+        old = threading.stack_size(256 * 1024)
+        try:
             threading.Thread(target=self._run, name="flowplex-deadline", daemon=True).start()
+        except RuntimeError:
+            pass  # the blocking calls still honour the deadline (see above)
+        finally:
+            threading.stack_size(old)
 
     def left(self) -> float | None:
         """Seconds left (None without ``--timeout``)."""
@@ -195,15 +207,11 @@ class _Deadline:
 
     def _doing(self) -> str:
         """What the main thread is doing now, as precisely as the library can say."""
-        from flowplex.config._imports import importing_now
-        from flowplex.graph._build import building_now
+        from flowplex._deadline import doing_now
 
-        importing = importing_now(self._main)
-        if importing is not None:
-            return f"importing {importing}"
-        building = building_now(self._main)
-        if building is not None:
-            return f"creating the kernel of {building}"
+        doing = doing_now(self._main)
+        if doing is not None:
+            return doing
         if self.step == "closing" and self.graph_obj is not None:
             return f"closing the graph ({_in_flight(self.graph_obj.stats())} in flight)"
         return self.step
@@ -221,7 +229,9 @@ class _Deadline:
                 pool.abandon_all()
         with contextlib.suppress(Exception):
             sys.stdout.flush()
-        os._exit(1)
+        from flowplex._deadline import exit_now
+
+        exit_now(1)
 
 
 def _interrupted_import(exc: KeyboardInterrupt) -> str | None:
@@ -502,14 +512,9 @@ def run(
         msg = f"cannot write --output {output}: {exc.strerror or exc}"
         raise _usage(msg) from None
     if sink is not None:
-        def flush() -> None:
-            if lock.acquire(timeout=0.5):  # a writer stuck mid-line keeps its line
-                try:
-                    sink.flush()
-                finally:
-                    lock.release()
+        from flowplex._deadline import locked_flush
 
-        deadline.flush = flush
+        deadline.flush = locked_flush(lock, sink)
 
     def show(port: str) -> Any:
         def on_packet(packet: Any) -> None:

@@ -164,8 +164,9 @@ class SlowInit(flowplex.Kernel):
 
 
 def test_a_hard_exit_flushes_the_output_removes_the_arena_and_kills_the_workers(tmp_path: Path) -> None:
-    # A source hung in process() on the inline executor's background thread keeps close() past
-    # the deadline's grace: the deadline thread ends the command itself.
+    # A source hung in process() on the inline executor's background thread: the deadline ends the
+    # run, close() gives up on the hung call within its bound (it used to hold the command 10 s more,
+    # until the deadline thread's hard exit), and nothing is left behind either way.
     before = _shm()
     pid_file = tmp_path / "worker.pid"
     graph = tmp_path / "g.yaml"
@@ -182,9 +183,8 @@ output_ports: [y]
     lines = result.stderr.splitlines()
     assert re.fullmatch(r"flowplex: error: .*g\.yaml: --timeout 1 s expired \(wait_done timed out after [\d.]+ s; "
                         r"still running: 'src' \(1 process\(\) call\(s\) in flight\).*\)", lines[0]), lines
-    assert re.fullmatch(r"flowplex: error: .*g\.yaml: --timeout 1 s expired and the command was still closing the "
-                        r"graph \(src \(RUNNING\) in flight\) 3 s later", lines[1]), lines
-    assert len(lines) == 2, lines
+    assert len(lines) == 1, lines
+    assert result.elapsed < 6, result.elapsed
     assert [line.count('"ts"') for line in out.read_text().splitlines()] == [1, 1, 1]  # flushed before the exit
     assert _shm() <= before
     worker = int(pid_file.read_text())
