@@ -201,8 +201,12 @@ output_ports: [y]
 
 def test_start_with_a_timeout_names_the_worker_still_loading_kernels(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                                      ) -> None:
-    (tmp_path / "worker_hangs.py").write_text("""import multiprocessing, time, flowplex
-if multiprocessing.parent_process() is not None:  # only in a pool's worker
+    # The file stays among the process's imports, which every later pool's workers load: it hangs
+    # only while this test's flag exists, so later tests' workers import it at no cost.
+    flag = tmp_path / "hang.flag"
+    flag.touch()
+    (tmp_path / "worker_hangs.py").write_text(f"""import multiprocessing, os, time, flowplex
+if multiprocessing.parent_process() is not None and os.path.exists({str(flag)!r}):  # a pool's worker
     time.sleep(30)
 
 @flowplex.kernel("HostileWorkerOnly")
@@ -221,7 +225,10 @@ output_ports: [y]
         with pytest.raises(flowplex.Timeout, match=r"^start timed out: worker process \d+ of executor `default` is "
                                                     r"still loading the kernels of `w` \(importing their modules, "
                                                     r"constructing them; for [\d.]+ s\)$"):
-            g.start(timeout=1.5)
+            try:
+                g.start(timeout=1.5)
+            finally:
+                flag.unlink()
         assert time.monotonic() - began < 2.0
 
 

@@ -454,6 +454,11 @@ class WorkerLink:
             if not receiver.is_alive() and self._process.exitcode is not None:
                 self._process.close()
 
+    def abandon(self) -> None:
+        """Kill a worker whose hosting the caller gave up waiting for (a start that timed out or
+        was cancelled): its late reply must never answer a later request on a reused pool."""
+        self._kill()
+
     def _kill(self) -> None:
         """Terminate the worker (SIGTERM, then SIGKILL if it lingers) and reap it."""
         process = self._process

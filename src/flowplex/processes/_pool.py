@@ -257,7 +257,8 @@ class ProcessPoolExecutor(OnCallerTasks):
     def _wait_hosting(self, link: WorkerLink, done: threading.Event, deadline: float) -> None:
         """Wait for ``link``'s hosting reply until ``deadline`` (then ``await_hosting`` says it is
         late), in slices when the start is bounded (``bound_start``): ``Timeout`` or
-        ``GraphCancelled`` name the worker and its nodes. The worker is killed at ``shutdown``."""
+        ``GraphCancelled`` name the worker and its nodes; the worker is killed then, so that a reused
+        pool never takes its late reply for another start's."""
         bound, stopped = self._start_deadline, self._start_stopped
         if bound is None and stopped is None:
             return
@@ -269,11 +270,13 @@ class ProcessPoolExecutor(OnCallerTasks):
                      f"{', '.join(f'`{n}`' for n in link.nodes.values()) or 'its nodes'} (importing their "
                      f"modules, constructing them; for {now - began:.3g} s)")
             if stopped is not None and stopped():
+                link.abandon()
                 msg = f"start was cancelled: {where}"
                 raise GraphCancelled(msg)
             if now >= limit:
                 if bound is None or limit < bound:
                     return
+                link.abandon()
                 msg = f"start timed out: {where}"
                 raise Timeout(msg)
 
