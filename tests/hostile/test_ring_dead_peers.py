@@ -137,12 +137,16 @@ def test_shm_clean_removes_only_dead_creators_generated_segments(fake_segments: 
     cmd = [sys.executable, "-c", "from flowplex.cli import main; main()", "shm", "clean"]
     dry = subprocess.run([*cmd, "--dry-run"], capture_output=True, text=True, env=env("python"), cwd=ROOT, timeout=60)
     assert dry.returncode == 0, dry.stderr
-    assert sorted(dry.stdout.splitlines()) == sorted(f"would remove /dev/shm/{n}" for n in gone)
+    # Other tests in this session may have left a SIGKILLed host's segment behind: the command
+    # rightly lists it too, so only this test's names are compared exactly.
+    ours = [line for line in dry.stdout.splitlines() if hex12 in line]
+    assert sorted(ours) == sorted(f"would remove /dev/shm/{n}" for n in gone)
     assert all(os.path.exists(f"/dev/shm/{n}") for n in gone)
     real = subprocess.run(cmd, capture_output=True, text=True, env=env("python"), cwd=ROOT, timeout=60)
     assert real.returncode == 0, real.stderr
-    assert sorted(real.stdout.splitlines()) == sorted(f"removed /dev/shm/{n}" for n in gone)
-    assert "flowplex: 2 segment(s) of dead processes removed" in real.stderr
+    removed = real.stdout.splitlines()
+    assert sorted(line for line in removed if hex12 in line) == sorted(f"removed /dev/shm/{n}" for n in gone)
+    assert f"flowplex: {len(removed)} segment(s) of dead processes removed" in real.stderr
     assert not any(os.path.exists(f"/dev/shm/{n}") for n in gone)
     assert all(os.path.exists(f"/dev/shm/{n}") for n in kept)
 
