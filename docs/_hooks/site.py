@@ -5,7 +5,9 @@
 - ``reference/kernels.md`` from the kernel registry (``gen_kernels``);
 - ``reference/api/*.md``, one per public module, rendered by mkdocstrings (``gen_api``); a public
   name without a docstring is a warning, so ``mkdocs build --strict`` fails on it;
-- the benchmark tables and PNG charts from ``docs/benchmarks/*.json`` (``gen_bench``).
+- the benchmark tables and PNG charts from ``docs/benchmarks/*.json`` (``gen_bench``);
+- the architecture page's pictures: the parts from the imports in ``src/``, one packet's path
+  from the functions the page names, each of which must exist (``gen_architecture``).
 
 Everything is made from this checkout's ``src/`` (put first on ``sys.path``), in memory, in a
 fixed order: two builds of the same sources give the same generated pages and charts.
@@ -20,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import gen_api
+import gen_architecture
 import gen_bench
 import gen_kernels
 import gen_schema
@@ -72,11 +75,18 @@ def on_files(files: Files, config: Any) -> Files:
             files.append(File.generated(config, f"benchmarks/{file_name}", content=data))
         fragments[name] = gen_bench.markdown(name, result, list(pngs))
     _state["bench"] = fragments
+    files.append(File.generated(config, "architecture-parts.svg", content=gen_architecture.parts_svg(SRC)))
+    page = Path(config["docs_dir"]) / "architecture.md"
+    steps = gen_architecture.packet_path(page.read_text(encoding="utf-8")) if page.exists() else []
+    files.append(File.generated(config, "architecture-path.svg", content=gen_architecture.path_svg(steps)))
     return files
 
 
 def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str:
-    """Put each benchmark's table and charts where ``<!-- bench:NAME -->`` stands."""
+    """Put each benchmark's table and charts where ``<!-- bench:NAME -->`` stands, and the
+    architecture pictures where their markers stand."""
+    if "<!-- packet-path" in markdown:
+        markdown = _packet_path(markdown, page)
     for name, fragment in _state.get("bench", {}).items():
         markdown = markdown.replace(f"<!-- bench:{name} -->", fragment)
     if "<!-- bench:" in markdown:
@@ -84,3 +94,15 @@ def on_page_markdown(markdown: str, page: Any, config: Any, files: Files) -> str
         log.warning("%s: no docs/benchmarks/%s.json for the marker <!-- bench:%s -->",
                     page.file.src_uri, missing, missing)
     return markdown
+
+
+def _packet_path(markdown: str, page: Any) -> str:
+    """Put the packet path's picture and a table of its steps where the page lists them."""
+    steps = gen_architecture.packet_path(markdown)
+    for name in gen_architecture.missing_steps(steps):
+        log.warning("%s: the packet path names %s, which the code no longer has", page.file.src_uri, name)
+    rows = ["| step | function | what happens |", "|---|---|---|"]
+    rows += [f"| {i} | `{s.name}` | {s.what.replace('|', '&#124;')} |" for i, s in enumerate(steps, 1)]
+    table = "\n".join(rows)
+    picture = "![One packet's path through the engine](architecture-path.svg)"
+    return gen_architecture.replace_path_block(markdown, f"{picture}\n\n{table}\n")
