@@ -1,4 +1,4 @@
-"""What the CLI's ``--timeout`` watch needs from inside the library, kept out of ``cli.py``.
+"""What the CLI's ``--timeout`` watch needs from inside the library, kept out of ``flowplex.cli``.
 
 The command-line layer reads only the public facade and snapshots (``tests/diagnostics``
 checks it); the deadline watch is the one place that must name the import or kernel that a

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowplex.errors import UsageError
+from flowplex.errors import Timeout, UsageError
 from flowplex.transport import AgentType, GpuFormatter, Ring, format_ansi
 from flowplex.transport._gpu import _scratch_bound
 from flowplex.transport._gpu_source import SOURCE
@@ -179,6 +179,50 @@ def test_kernel_source_fragments_long_output_like_the_cpu(host_kernels: ctypes.C
     cpu, cpu_used = cpu_slots(batch, ts=5)
     assert used == cpu_used > 12
     assert gpu[: used * 256].tobytes() == cpu[: used * 256].tobytes()
+
+
+def _counts(stats: object) -> tuple[int, ...]:
+    return tuple(getattr(stats, f) for f in ("produced", "consumed", "fragmented", "reassembled", "in_flight_slots"))
+
+
+def test_slots_the_kernel_writes_into_a_reserved_batch_read_like_the_cpu_path(host_kernels: ctypes.CDLL) -> None:
+    """``send_batch``'s producer side without a GPU: reserve, write the kernel's slots, publish."""
+    batch = [("short", AgentType.INFO, 1), ("x" * 300 + " ERROR " * 40, AgentType.ERROR, 2), ("é😀", AgentType.USER, 3)]
+    _formatted, slots, used = emulate(host_kernels, batch, ts=5)
+    with Ring.create(capacity=CAPACITY, max_producers=1) as ring:
+        p = ring.producer()
+        consumer = ring.consumer()
+        assert p.reserve_batch(used, timeout=1.0) == (0, 0)
+        mm, offset, mask = p.slot_memory
+        assert mask == CAPACITY - 1
+        mm[offset : offset + used * 256] = slots[: used * 256].tobytes()
+        p.publish_batch(used, len(batch), fragmented=1)
+        got = [consumer.recv(timeout=5) for _ in batch]
+        assert [(m.data, m.stream_id, int(m.agent_type), m.timestamp_ns) for m in got] == [
+            (format_ansi(t, agent_type=a), s, a, 5) for t, a, s in batch]
+        assert p.reserve_batch(1, timeout=1.0) == (used, len(batch))  # the next batch continues both counts
+        batch_counts = _counts(ring.stats())
+        p.close()
+    with Ring.create(capacity=CAPACITY, max_producers=1) as ring:
+        p = ring.producer()
+        consumer = ring.consumer()
+        for text, agent, sid in batch:
+            assert p.send(format_ansi(text, agent_type=agent), stream_id=sid, agent_type=agent, timestamp_ns=5)
+        for _ in batch:
+            consumer.recv(timeout=5)
+        assert _counts(ring.stats()) == batch_counts
+        p.close()
+
+
+def test_reserving_more_room_than_the_consumer_frees_times_out() -> None:
+    with Ring.create(capacity=8, max_producers=1) as ring:
+        p = ring.producer()
+        ring.consumer()
+        assert p.reserve_batch(8, timeout=0.05) == (0, 0)
+        p.publish_batch(8, 8, fragmented=0)
+        with pytest.raises(Timeout, match="stayed full"):
+            p.reserve_batch(1, timeout=0.05)
+        p.close()
 
 
 def test_gpu_formatter_matches_the_cpu_formatter_on_a_real_gpu() -> None:

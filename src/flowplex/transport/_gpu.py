@@ -39,7 +39,6 @@ from ._format import AgentType
 from ._gpu_source import SOURCE
 from ._producer import Producer
 from ._ring import Ring
-from ._wait import Backoff
 
 log = logging.getLogger(__name__)
 
@@ -122,21 +121,20 @@ class GpuFormatter:
     def _map_lane(self) -> int:
         """A device pointer to this lane's slot 0 (registering the ring mapping, or staging)."""
         cp = self._cp
-        core = self._ring._core
-        anchor = ctypes.c_char.from_buffer(core.mm)
+        mm, lane_base, _mask = self._producer.slot_memory
+        anchor = ctypes.c_char.from_buffer(mm)
         host = ctypes.addressof(anchor)
         del anchor  # the address stays valid while the ring is mapped
-        lane_base = core.slots_offset(self._producer.lane)
         assert (host + lane_base) % 256 == 0, "slots must be 256-byte aligned (Perdix G1)"
         try:
-            cp.cuda.runtime.hostRegister(host, len(core.mm), _REGISTER_MAPPED | _REGISTER_PORTABLE)
+            cp.cuda.runtime.hostRegister(host, len(mm), _REGISTER_MAPPED | _REGISTER_PORTABLE)
             self._registered = host
             dev = int(cp.cuda.runtime.hostGetDevicePointer(host, 0))
-            log.debug("gpu.map.registered ring=%s", core.name)
+            log.debug("gpu.map.registered ring=%s", self._ring.name)
             return dev + lane_base
         except cp.cuda.runtime.CUDARuntimeError as exc:
-            log.warning("gpu.map.staging ring=%s reason=%s", core.name, exc)
-        size = core.capacity * lay.SLOT_SIZE
+            log.warning("gpu.map.staging ring=%s reason=%s", self._ring.name, exc)
+        size = self._ring.capacity * lay.SLOT_SIZE
         ptr = cp.cuda.runtime.hostAlloc(size, _ALLOC_MAPPED | _ALLOC_PORTABLE)
         self._staging = (ptr, size)
         self._staging_dev = int(cp.cuda.runtime.hostGetDevicePointer(ptr, 0))
@@ -215,14 +213,11 @@ class GpuFormatter:
             scratch, soff, out_len, d_slots, d_agent = self._prepare(texts, agent_types)
             counts = d_slots.get().astype(np.uint64)
             total = int(counts.sum())
-            core = self._ring._core
-            if total > core.capacity:
-                msg = f"GpuFormatter.send_batch: the batch needs {total} slots; the lane has {core.capacity}"
+            capacity = self._ring.capacity
+            if total > capacity:
+                msg = f"GpuFormatter.send_batch: the batch needs {total} slots; the lane has {capacity}"
                 raise UsageError(msg)
-            if p._hot.tail + total > p._hot.limit:
-                p._refresh_limit()
-            if p._hot.tail + total > p._hot.limit:
-                p._wait_for_room(total, Backoff(timeout), timeout)
+            tail, msg_id = p.reserve_batch(total, timeout)
             starts = np.zeros(n, dtype=np.uint64)
             np.cumsum(counts[:-1], out=starts[1:])
             ts = time.time_ns() if timestamps_ns is None else timestamps_ns
@@ -242,32 +237,26 @@ class GpuFormatter:
                     stamps,
                     np.uint32(n),
                     np.uint64(self._dev_slots),  # u8* into the registered ring mapping
-                    np.uint64(core.mask),
-                    np.uint64(p._hot.tail),
-                    np.uint32(p._msg),
+                    np.uint64(p.slot_memory[2]),
+                    np.uint64(tail),
+                    np.uint32(msg_id),
                     np.uint32(p.lane),
                     np.uint32(0),
                 ),
             )
             cp.cuda.get_current_stream().synchronize()
         if self._staging is not None:
-            self._copy_staging(p._hot.tail, total)
-        extra = total - n
-        if extra:
-            p._count(lay.L_EXTRA_SLOTS, extra)
-            p._count(lay.L_FRAGMENTED, int(np.count_nonzero(counts > 1)))
-        p._hot.extra += total - n
-        p._hot.tail = p._hot.tail + total
-        p._store(p._tail_i, p._hot.tail)  # release: publishes the whole batch
+            self._copy_staging(tail, total)
+        p.publish_batch(total, n, int(np.count_nonzero(counts > 1)) if total > n else 0)
         return n
 
     def _copy_staging(self, tail: int, total: int) -> None:
         ptr, size = self._staging
-        core = self._ring._core
+        mm, lane_base, mask = self._producer.slot_memory
         staging = np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(ptr))
-        ring = np.ndarray((size,), dtype=np.uint8, buffer=core.mm, offset=core.slots_offset(self._producer.lane))
+        ring = np.ndarray((size,), dtype=np.uint8, buffer=mm, offset=lane_base)
         for k in range(total):
-            at = ((tail + k) & core.mask) * lay.SLOT_SIZE
+            at = ((tail + k) & mask) * lay.SLOT_SIZE
             ring[at : at + lay.SLOT_SIZE] = staging[at : at + lay.SLOT_SIZE]
 
     def close(self) -> None:

@@ -19,6 +19,7 @@ sends are slow) at most every 50 ms.  ``send`` then raises ``BrokenError``, so n
 
 from __future__ import annotations
 
+import mmap
 import struct
 import time
 import weakref
@@ -311,6 +312,45 @@ class Producer:
         self._store(self._tail_i, self._hot.tail)
         self._raise_if_lost()
 
+    @property
+    def slot_memory(self) -> tuple[mmap.mmap, int, int]:
+        """Where this lane's slots are, for a writer that fills them itself (``GpuFormatter``):
+        the ring's mapping, the offset of the lane's slot 0 in it, and the slot index mask
+        (slot ``i`` of the lane is at ``offset + ((i & mask) << 8)``)."""
+        return self._mm, self._base, self._mask
+
+    def reserve_batch(self, slots: int, timeout: float | None) -> tuple[int, int]:
+        """Wait until the lane has room for ``slots`` more slots, whatever the full policy.
+
+        For a writer that fills slots itself (``GpuFormatter``), then calls ``publish_batch``:
+        nothing is overwritten, so a ``drop_oldest`` reader's seqlock check stays valid.
+
+        Returns:
+            The position of the batch's first slot (the tail) and its first msg_id.
+
+        Raises:
+            Timeout: the lane did not have room within ``timeout`` seconds.
+            BrokenError: the consumer went away while waiting.
+        """
+        hot = self._hot
+        if hot.tail + slots > hot.limit:
+            self._refresh_limit()
+        if hot.tail + slots > hot.limit:
+            self._wait_for_room(slots, Backoff(timeout), timeout)
+        return hot.tail, self._msg
+
+    def publish_batch(self, slots: int, messages: int, fragmented: int) -> None:
+        """Publish the ``slots`` slots written after ``reserve_batch``: ``messages`` messages,
+        ``fragmented`` of them over several slots (counted in the lane's statistics)."""
+        extra = slots - messages
+        if extra:
+            self._count(lay.L_EXTRA_SLOTS, extra)
+            self._count(lay.L_FRAGMENTED, fragmented)
+        hot = self._hot
+        hot.extra += extra
+        hot.tail = hot.tail + slots
+        self._store(self._tail_i, hot.tail)  # release: publishes the whole batch
+
     def _count(self, word: int, n: int = 1) -> None:
         # Producer-owned statistics word: single writer, no ordering needed.
         plain = self._core.words.plain
@@ -528,7 +568,30 @@ class SendFn(Protocol):
         agent_type: int = AgentType.ASSISTANT,
         timestamp_ns: int | None = None,
         timeout: float | None = None,
-    ) -> bool: ...
+    ) -> bool:
+        """Send one message; fragments it when it is longer than one slot's 224-byte payload.
+
+        Blocks only under the ``block`` full policy, while the lane is full.
+
+        Args:
+            data: The payload; a ``str`` is sent as UTF-8 and flagged as text.
+            stream_id: Any u32 the application uses to tell streams apart.
+            agent_type: Selects the label/colour when the message is formatted.
+            timestamp_ns: Defaults to ``time.time_ns()`` at the call.
+            timeout: Seconds to wait for room under the ``block`` policy (``None``: no limit).
+
+        Returns:
+            True when the message was published; False when the ``reject`` policy refused it
+            because the lane was full (counted in ``stats().rejected``).
+
+        Raises:
+            UsageError: a bad argument, or a message needing more slots than the capacity.
+            Timeout: the ``block`` policy waited ``timeout`` seconds (counted as rejected).
+            BrokenError: the consumer closed or died (noticed on the slow paths), or the
+                segment lost pages under the mapping (truncated): the message reached nobody.
+            ClosedError: the producer or its ring was closed.
+        """
+        ...
 
 
 def _make_send(producer: Producer) -> SendFn:
@@ -559,28 +622,7 @@ def _make_send(producer: Producer) -> SendFn:
         timestamp_ns: int | None = None,
         timeout: float | None = None,
     ) -> bool:
-        """Send one message; fragments it when it is longer than one slot's 224-byte payload.
-
-        Blocks only under the ``block`` full policy, while the lane is full.
-
-        Args:
-            data: The payload; a ``str`` is sent as UTF-8 and flagged as text.
-            stream_id: Any u32 the application uses to tell streams apart.
-            agent_type: Selects the label/colour when the message is formatted.
-            timestamp_ns: Defaults to ``time.time_ns()`` at the call.
-            timeout: Seconds to wait for room under the ``block`` policy (``None``: no limit).
-
-        Returns:
-            True when the message was published; False when the ``reject`` policy refused it
-            because the lane was full (counted in ``stats().rejected``).
-
-        Raises:
-            UsageError: a bad argument, or a message needing more slots than the capacity.
-            Timeout: the ``block`` policy waited ``timeout`` seconds (counted as rejected).
-            BrokenError: the consumer closed or died (noticed on the slow paths), or the
-                segment lost pages under the mapping (truncated): the message reached nobody.
-            ClosedError: the producer or its ring was closed.
-        """
+        """Send one message (documented on ``SendFn.__call__``)."""
         if type(data) is bytes:
             flags = _FIRST
         elif type(data) is str:

@@ -1,0 +1,248 @@
+"""``flowplex run``: run a graph fed by its source kernels and print what reaches its outputs.
+
+The command is a few named steps: check the options, import and load (``_loading``), open
+``--output``, then drive the graph under the deadline (``_drive``) and write the artifacts.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import IO, Annotated, Any, final
+
+import typer
+
+from flowplex.packets._values import packet_value
+from flowplex.terminal._sanitize import visible_controls as shown
+
+from ._app import IMPORT_HELP, SET_HELP, app, check_view, fail_at, setup_logging, state, usage
+from ._loading import import_kernels, load_graph
+from ._watch import Deadline, check_timeout, in_flight, watch_ctrl_c
+
+
+@app.command()
+def run(
+    graph: Annotated[Path, typer.Argument(help="The graph's YAML file.", exists=True, dir_okay=False)],
+    overrides: Annotated[list[str] | None, typer.Option("--set", "-s", metavar="NODE.OPTION=VALUE",
+                                                        help=SET_HELP)] = None,
+    imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
+                                                      help=IMPORT_HELP)] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="Write outputs as JSON lines to this file.")
+    ] = None,
+    show_stats: Annotated[bool, typer.Option("--stats", help="Print per-node stats on stderr at the end.")] = False,
+    dot: Annotated[Path | None, typer.Option("--dot", metavar="FILE",
+                                             help="Write a DOT snapshot at the end (FILE.svg: render it).")] = None,
+    dot_view: Annotated[str, typer.Option("--dot-view", help="topology, compact or diagnostics.")] = "diagnostics",
+    trace: Annotated[Path | None, typer.Option("--trace", metavar="FILE",
+                                               help="Write a Chrome/Perfetto trace of every kernel call.")] = None,
+    metrics_port: Annotated[int | None, typer.Option("--metrics-port", metavar="N",
+                                                     help="Serve Prometheus metrics on this port (0: any).")] = None,
+    metrics_host: Annotated[str, typer.Option("--metrics-host", help="Address the metrics server binds.")] = (
+        "127.0.0.1"),
+    live: Annotated[bool | None, typer.Option("--live/--no-live",
+                                              help="Live per-node table (default: when stderr is a terminal).")] = None,
+    timeout: Annotated[float | None, typer.Option(
+        help="Give up after this many seconds, whatever is going on: imports, building, opening, "
+             "running or closing (exit 1, one line saying what).")] = None,
+    default_executor: Annotated[str | None, typer.Option(
+        "--default-executor", metavar="NAME",
+        help="Run every node that names no executor on executor NAME (the YAML's `default_executor`).")] = None,
+    ray_address: Annotated[str | None, typer.Option(
+        "--ray-address", metavar="ADDRESS",
+        help="Connect every RayExecutor to this Ray cluster: auto, ray://host:10001 or IP:port "
+             "(overrides the YAML's `address:`).")] = None,
+) -> None:
+    """Run a graph whose data comes from source kernels and print what reaches its outputs.
+
+    Exit codes: 0 done, 1 runtime error (``--timeout`` too), 2 configuration or usage error
+    (a failing import too), 130 Ctrl-C.
+    """
+    check_view("--dot-view", dot_view)
+    setup_logging()
+    watch_ctrl_c()
+    deadline = Deadline(check_timeout(timeout), graph)
+    if ray_address is not None:
+        _use_ray_address(ray_address)
+    import_kernels(imports or [], deadline)
+    deadline.step = "loading the graph (running its imports, creating its kernels)"
+    g = load_graph(graph, overrides or [], default_executor)
+    deadline.graph_obj = g
+    deadline.step = "preparing the run"
+    printer = _Printer(_open_output(output))
+    sink = printer.sink
+    if sink is not None:
+        from flowplex._deadline import locked_flush
+
+        deadline.flush = locked_flush(printer.line_lock, sink)
+    if trace is not None:
+        g.enable_tracing()
+    with contextlib.ExitStack() as stack:
+        stack.callback(g.close)
+        if sink is not None:
+            stack.callback(sink.close)
+        for port in g.plan.graph_outputs:
+            g.observe(port, printer.observer(port))
+        if metrics_port is not None:
+            server = _serve_metrics(g, metrics_port, metrics_host)
+            stack.callback(server.close)
+            typer.echo(f"flowplex: metrics on {server.url}", err=True)
+        display = _live_display(g, live, sink)
+        if display is not None:
+            stack.enter_context(display)
+        code = _drive(g, graph, deadline, display, printer)
+        deadline.step = "closing"
+        if display is not None:
+            display.stop()
+        if sink is not None:
+            sink.flush()
+        code = _write_artifacts(g, graph, dot, dot_view, trace, show_stats) or code
+    if code:
+        raise typer.Exit(code)
+    typer.echo(f"flowplex: {printer.count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
+
+
+def _use_ray_address(address: str) -> None:
+    """``--ray-address``: every RayExecutor of this process connects there (exit 2 when blank)."""
+    from flowplex.cluster import ADDRESS_ENV
+
+    if not address.strip():
+        msg = "--ray-address: give an address (auto, ray://host:10001 or IP:port)"
+        raise usage(msg)
+    os.environ[ADDRESS_ENV] = address.strip()
+
+
+def _open_output(output: Path | None) -> IO[str] | None:
+    """The ``--output`` file, opened for writing (None without it; exit 2 when it cannot be)."""
+    try:
+        return output.open("w", encoding="utf-8") if output is not None else None
+    except OSError as exc:
+        msg = f"cannot write --output {output}: {exc.strerror or exc}"
+        raise usage(msg) from None
+
+
+@final
+class _Printer:
+    """What reaches the graph's outputs: a line per packet on stdout, or a JSON line in ``sink``.
+
+    The observers run on the graph's threads; ``line_lock`` keeps each line whole and ``count`` exact.
+    """
+
+    def __init__(self, sink: IO[str] | None) -> None:
+        self.sink = sink
+        self.line_lock = threading.Lock()
+        self.count = 0
+
+    def observer(self, port: str) -> Callable[[Any], None]:
+        """The callback that prints the packets of graph output ``port``."""
+        from flowplex._timestamps import ts_name
+
+        lock, sink = self.line_lock, self.sink
+
+        def on_packet(packet: Any) -> None:
+            record = {"port": port, "ts": packet.timestamp, "value": packet_value(packet)}
+            with lock:
+                self.count += 1
+                if sink is not None:
+                    sink.write(json.dumps(record) + "\n")
+                else:
+                    # The value is the graph's data, not ours: its escapes are shown, not obeyed.
+                    sys.stdout.write(shown(f"{port}\tts={ts_name(packet.timestamp)}\t{record['value']}") + "\n")
+
+        return on_packet
+
+
+def _serve_metrics(g: Any, port: int, host: str) -> Any:
+    """``--metrics-port``: the Prometheus server over ``g`` (exit 2 when it cannot bind)."""
+    from flowplex.diagnostics import serve_metrics
+
+    try:
+        return serve_metrics(g, port, host)
+    except OSError as exc:
+        msg = f"cannot serve metrics on {host}:{port}: {exc.strerror or exc}"
+        raise usage(msg) from None
+
+
+def _live_display(g: Any, live: bool | None, sink: IO[str] | None) -> Any:
+    """The live per-node table on stderr, when ``--live`` asks or stderr is a terminal; else None."""
+    if not (live if live is not None else sys.stderr.isatty()):
+        return None
+    from rich.console import Console
+
+    from flowplex.diagnostics._live import LiveDisplay
+
+    return LiveDisplay(g, Console(stderr=True), redirect_stdout=sink is None and sys.stdout.isatty())
+
+
+def _drive(g: Any, graph: Path, deadline: Deadline, display: Any, printer: _Printer) -> int:
+    """Start the graph, close its inputs and wait for it to finish; the exit code (0 when done).
+
+    Every failure is reported here as its one line: ``--timeout`` (the graph then closes in
+    order), the user's Ctrl-C (the graph is cancelled; the line says what was in flight), a
+    cancelled graph and a runtime error.
+    """
+    from flowplex.errors import FlowplexError, GraphCancelled, Timeout
+
+    code = 0
+    try:
+        deadline.step = "starting the graph (opening its kernels)"
+        g.start(timeout=deadline.left())
+        deadline.step = "running the graph"
+        g.close_all_inputs()
+        g.wait_done(timeout=deadline.left())
+    except Timeout as exc:
+        deadline.claim()
+        state["timed_out"] = True
+        if display is not None:
+            display.stop()
+        code = 1
+        fail_at(graph, Exception(deadline.expired(f"({exc})")), code)
+    except KeyboardInterrupt:  # the user's: a kernel's own is a failure of its node
+        snapshot = g.stats()
+        if display is not None:
+            display.stop()
+        g.cancel()
+        with contextlib.suppress(FlowplexError, KeyboardInterrupt):
+            g.wait_done(timeout=5.0)
+        during = "" if deadline.step == "running the graph" else f" while {deadline.step}"
+        typer.echo(shown(f"flowplex: cancelled (Ctrl-C){during}; in flight: {in_flight(snapshot)}; "
+                         f"{printer.count} packet(s) so far"), err=True)
+        code = 130
+    except GraphCancelled as exc:
+        code = 130
+        fail_at(graph, exc, code)
+    except FlowplexError as exc:
+        if display is not None:
+            display.stop()
+        code = 1
+        fail_at(graph, exc, code)
+    return code
+
+
+def _write_artifacts(g: Any, graph: Path, dot: Path | None, dot_view: str, trace: Path | None,
+                     show_stats: bool) -> int:
+    """Write --dot / --trace and print --stats; returns 0 or the exit code of a failure."""
+    from flowplex.diagnostics import render_svg
+    from flowplex.errors import FlowplexError
+
+    code = 0
+    if show_stats:
+        typer.echo(shown(g.dump()), err=True, nl=False)
+    try:
+        if dot is not None:
+            text = g.to_dot(dot_view)
+            if dot.suffix.lower() == ".svg":
+                dot.write_bytes(render_svg(text))
+            else:
+                dot.write_text(text, encoding="utf-8")
+        if trace is not None:
+            trace.write_text(g.to_chrome_trace(), encoding="utf-8")
+    except (OSError, FlowplexError) as exc:
+        fail_at(graph, exc, 1)
+        code = 1
+    return code
