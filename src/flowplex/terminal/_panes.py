@@ -125,34 +125,33 @@ class PaneRenderer(Display):
         self._drawer = PaneDrawer(self._board, self._clock, f"Ctrl-{chr(key[0] + 0x60)}")
         self._scroll = PaneScrollback(self._board, self._drawer, self._wake)
         self._input = PaneInput(self._board, self._layout, self._drawer, self._scroll, typing_key=key,
-                                controls=self._controls, wake=self._wake, quit_requested=self.quit_requested)
+                                controls=self._roster.controls, wake=self._wake, quit_requested=self.quit_requested)
+        self._poll_hook = self._on_poll
+        self._resize_hook = self._on_resize
 
     # -- feeding (any thread, lock held) ----------------------------------------------------------
 
-    def _on_new_agent(self, info: AgentInfo) -> None:
-        self._board.add_locked(info)
-
-    def _on_agent_changed(self, info: AgentInfo) -> None:
+    def _on_agent(self, info: AgentInfo, change: str) -> None:
+        if change == "new":
+            self._board.add_locked(info)
+            return
         self._board.changed_locked(info.stream_id)
+        if change == "waiting":
+            if info.waiting and self.bell:
+                self._board.ring_bell = True
+            self._wake.set()
 
     def _on_feed(self, info: AgentInfo, data: bytes) -> None:
         self._board.feed_locked(info.stream_id, data, self.max_pending_bytes)
 
-    def _on_end(self, info: AgentInfo) -> None:
-        note = info.note or ("done" if info.ok else "failed")
+    def _on_run(self, info: AgentInfo, note: str) -> None:
         rule = "──" if self.caps.unicode else "--"
-        colour = "2" if info.ok else "31"
-        self._board.say_locked(info.stream_id, f"\x1b[0;{colour}m{rule} {note}\x1b[0m\r\n")
-
-    def _on_begin(self, info: AgentInfo, note: str) -> None:
-        rule = "──" if self.caps.unicode else "--"
-        self._board.say_locked(info.stream_id, f"\x1b[0;2m{rule} {note or 'start'}\x1b[0m\r\n")
-
-    def _on_waiting(self, info: AgentInfo) -> None:
-        self._board.changed_locked(info.stream_id)
-        if info.waiting and self.bell:
-            self._board.ring_bell = True
-        self._wake.set()
+        if info.finished:
+            note = info.note or ("done" if info.ok else "failed")
+            colour = "2" if info.ok else "31"
+            self._board.say_locked(info.stream_id, f"\x1b[0;{colour}m{rule} {note}\x1b[0m\r\n")
+        else:
+            self._board.say_locked(info.stream_id, f"\x1b[0;2m{rule} {note or 'start'}\x1b[0m\r\n")
 
     def _on_poll(self, now: float) -> None:
         # "running" turns into "idle" a second after the last output: a frame redraws the titles
