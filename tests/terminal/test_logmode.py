@@ -334,7 +334,7 @@ def test_time_held_back_by_a_slow_writer_does_not_cut_a_line(clock: FakeClock) -
     with display:
         display.feed(1, "half a ", name="a")
         clock.advance(1.5)
-        display._held_at = clock()  # as a feed that came out of a wait for room does
+        display._backpressure.held_at = clock()  # as a feed that came out of a wait for room does
         clock.advance(1.5)
         assert display.flush()
         assert out.getvalue() == b""  # 3 s since it began, but 1.5 s of it was ours

@@ -84,9 +84,8 @@ def _pane_lines(cuts: list[int]) -> dict[int, list[str]]:
             for chunk in _chunks("".join(line + "\n" for line in lines).encode(), cuts):
                 display.feed(sid, chunk, name=NAMES[sid])
         display.flush()
-        layout = display._layout
-        assert layout is not None
-        rects = {display._order[index].info.stream_id: rect.inner for index, rect in layout.panes}
+        rects = display.pane_rects()
+        assert rects is not None
     data = out.getvalue()
     screen = _FastScreen(caps.columns, caps.rows)
     pyte.ByteStream(screen).feed(data[:data.rfind(b"\x1b[?1049l")])

@@ -30,6 +30,7 @@ from ._writer import Writer
 
 if TYPE_CHECKING:
     from ..graph import Graph
+    from ._agentsfile import AgentEntry
 
 __all__ = ["agents", "demo", "split_commands"]
 
@@ -99,22 +100,8 @@ def agents(
     command's status (128+N for a signal) and names the failed ones on stderr; 2 for a usage
     error, 130 after Ctrl-C.
     """
-    from ..errors import ConfigError
-    from ._agentsfile import entries_from_commands, load_agents_file, unique_names
-
-    try:
-        entries = load_agents_file(file) if file else []
-        extra = entries_from_commands(split_commands(argv))
-    except ConfigError as exc:
-        _say(f"flowplex agents: {exc}")
-        return 2
-    names = unique_names((e.name for e in extra), taken=(e.name for e in entries))
-    entries += [dataclasses.replace(e, name=n) for e, n in zip(extra, names, strict=True)]
-    if not entries and ring is None:
-        _say(f"flowplex agents: no commands given\n{AGENTS_USAGE}")
-        return 2
-    if ring is not None and not ring.strip():
-        _say("flowplex agents: --ring: give the ring's name")
+    entries = _agent_entries(argv, file, ring)
+    if entries is None:
         return 2
     try:
         typing_key_byte(typing_key)  # a bad key is an error in log mode too, not only where it is used
@@ -124,31 +111,9 @@ def agents(
         return 2
     # Commands take stream ids of their own; with a ring, far from the ids its producers pick.
     first_id = _RING_FREE_IDS if ring is not None else 1
-    nodes: list[dict[str, object]] = []
-    ports: list[str] = []
+    nodes = _agent_nodes(entries, first_id, ring, ring_producers)
     for i, entry in enumerate(entries):
-        port = f"out{i}"
-        ports.append(port)
-        options: dict[str, object] = {
-            "argv": list(entry.argv), "name": entry.name, "stream_id": first_id + i,
-            "agent_type": entry.agent_type.name.lower(), "display": AGENTS_DISPLAY,
-            "autostart": entry.autostart, "restart": entry.restart,
-            "restart_limit": entry.restart_limit if entry.restart_limit is not None else -1,
-            "restart_delay_s": entry.restart_delay_s,
-        }
-        if entry.cwd is not None:
-            options["cwd"] = entry.cwd
-        if entry.env:
-            options["env"] = dict(entry.env)
-        nodes.append({"name": f"cmd{i}", "kernel": "CommandSource", "output_ports": [port], "options": options})
         display.add_agent(first_id + i, entry.name, entry.agent_type)
-    if ring is not None:
-        ports.append("ring")
-        nodes.append({"name": "ring", "kernel": "RingSource", "output_ports": ["ring"],
-                      "options": {"ring": ring.strip(), "expect_producers": max(1, ring_producers)}})
-    nodes.append({"name": "screen", "kernel": "TerminalSink", "input_ports": ports,
-                  "input_policy": {"type": "immediate"}, "input_queues": {"packets": _SINK_QUEUE_PACKETS},
-                  "options": {"display": AGENTS_DISPLAY}})
     try:
         graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
     except FlowplexError as exc:
@@ -173,13 +138,72 @@ def agents(
     _echo(display, roster(infos, now))
     if code:
         return code
+    return _agents_status(infos, range(first_id, first_id + len(entries)))
+
+
+def _agent_entries(argv: list[str], file: str | None, ring: str | None) -> list[AgentEntry] | None:
+    """The agents to run: the file's, then the command line's (renamed apart); None after a
+    usage error, which it reported."""
+    from ..errors import ConfigError
+    from ._agentsfile import entries_from_commands, load_agents_file, unique_names
+
+    try:
+        entries = load_agents_file(file) if file else []
+        extra = entries_from_commands(split_commands(argv))
+    except ConfigError as exc:
+        _say(f"flowplex agents: {exc}")
+        return None
+    names = unique_names((e.name for e in extra), taken=(e.name for e in entries))
+    entries += [dataclasses.replace(e, name=n) for e, n in zip(extra, names, strict=True)]
+    if not entries and ring is None:
+        _say(f"flowplex agents: no commands given\n{AGENTS_USAGE}")
+        return None
+    if ring is not None and not ring.strip():
+        _say("flowplex agents: --ring: give the ring's name")
+        return None
+    return entries
+
+
+def _agent_nodes(
+    entries: list[AgentEntry], first_id: int, ring: str | None, ring_producers: int
+) -> list[dict[str, object]]:
+    """The graph's nodes: a ``CommandSource`` per agent, the ring's source, the terminal sink."""
+    nodes: list[dict[str, object]] = []
+    ports: list[str] = []
+    for i, entry in enumerate(entries):
+        port = f"out{i}"
+        ports.append(port)
+        options: dict[str, object] = {
+            "argv": list(entry.argv), "name": entry.name, "stream_id": first_id + i,
+            "agent_type": entry.agent_type.name.lower(), "display": AGENTS_DISPLAY,
+            "autostart": entry.autostart, "restart": entry.restart,
+            "restart_limit": entry.restart_limit if entry.restart_limit is not None else -1,
+            "restart_delay_s": entry.restart_delay_s,
+        }
+        if entry.cwd is not None:
+            options["cwd"] = entry.cwd
+        if entry.env:
+            options["env"] = dict(entry.env)
+        nodes.append({"name": f"cmd{i}", "kernel": "CommandSource", "output_ports": [port], "options": options})
+    if ring is not None:
+        ports.append("ring")
+        nodes.append({"name": "ring", "kernel": "RingSource", "output_ports": ["ring"],
+                      "options": {"ring": ring.strip(), "expect_producers": max(1, ring_producers)}})
+    nodes.append({"name": "screen", "kernel": "TerminalSink", "input_ports": ports,
+                  "input_policy": {"type": "immediate"}, "input_queues": {"packets": _SINK_QUEUE_PACKETS},
+                  "options": {"display": AGENTS_DISPLAY}})
+    return nodes
+
+
+def _agents_status(infos: list[AgentInfo], commands: range) -> int:
+    """The exit status of a run that ended by itself: the first failed command's, 1 when a
+    command did not finish, else 0 (a ring's streams, outside ``commands``, have none)."""
     failed = [info for info in infos if info.finished and not info.ok]  # commands only: streams end ok
     if failed:
         named = ", ".join(f"{info.number} {info.name} ({info.note or 'failed'})" for info in failed)
         _say(f"flowplex agents: failed: {named}")
         status = failed[0].exit_code if failed[0].exit_code is not None else 1
         return status if status > 0 else 128 - status
-    commands = range(first_id, first_id + len(entries))  # a ring's streams have no exit status
     unfinished = [info for info in infos if not info.finished and info.stream_id in commands]
     if unfinished:
         named = ", ".join(f"{info.number} {info.name}" for info in unfinished)

@@ -191,11 +191,11 @@ class LogRenderer(Display):
 
     # -- feeding (lock held) ----------------------------------------------------------------------
 
-    def _on_new_agent(self, info: AgentInfo) -> None:
-        self._state[info.stream_id] = _LogAgent()
-        self._on_agent_changed(info)
-
-    def _on_agent_changed(self, info: AgentInfo) -> None:
+    def _on_agent(self, info: AgentInfo, change: str) -> None:
+        if change == "waiting":
+            return  # log mode shows no states
+        if change == "new":
+            self._state[info.stream_id] = _LogAgent()
         self._label_width = min(_LABEL_MAX, max(self._label_width, len(info.name)))
         for st in self._state.values():
             st.prefix = ""  # the width or a name changed: labels are formatted again
@@ -396,7 +396,9 @@ class LogRenderer(Display):
         else:
             self._queue(self._format_line(info, st, text, partial=partial))
 
-    def _on_end(self, info: AgentInfo) -> None:
+    def _on_run(self, info: AgentInfo, note: str) -> None:
+        if not info.finished:
+            return  # log mode marks only the end of a run
         st = self._state[info.stream_id]
         self._flush_agent(info, st)
         st.sanitizer.restart()  # a restarted command begins on the main screen
@@ -467,7 +469,7 @@ class LogRenderer(Display):
 
     def _next_timer(self, now: float) -> float | None:
         with self._lock:
-            held = self._held_at
+            held = self._backpressure.held_at
             due = [max(st.started, held) + self.partial_flush_s for st in self._state.values()
                    if st.started is not None and not st.progress]
             due.extend(st.moved_at + _SETTLE_S for st in self._state.values() if st.screen == _HOLD)
@@ -479,7 +481,7 @@ class LogRenderer(Display):
     def _render(self, now: float, *, final: bool) -> bytes:
         with self._lock:
             for stream_id, st in self._state.items():
-                info = self._agents[stream_id]
+                info = self._roster.agents[stream_id]
                 if final:
                     self._flush_agent(info, st)
                     continue
@@ -488,7 +490,7 @@ class LogRenderer(Display):
                 alt = st.alt
                 if alt is not None and alt.updates and now - alt.changed_at >= _SETTLE_S:
                     self._log_alt(info, st)  # the full-screen program settled: log what it shows
-                if st.started is not None and now - max(st.started, self._held_at) >= self.partial_flush_s:
+                if st.started is not None and now - max(st.started, self._backpressure.held_at) >= self.partial_flush_s:
                     if st.progress or st.cr_pending:
                         continue
                     self._end_line(info, st, partial=True)
@@ -522,7 +524,7 @@ class LogRenderer(Display):
         for stream_id, st in self._state.items():
             if not st.progress:
                 continue
-            info = self._agents[stream_id]
+            info = self._roster.agents[stream_id]
             current = st.alt.vt.last_text() if st.alt is not None else "".join(st.pieces) or st.status
             plain = _SGR.sub("", current)
             prefix_w = display_width(info.name.ljust(self._label_width)) + 3
