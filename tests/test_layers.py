@@ -34,15 +34,22 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "_events": LEAVES | {"packets"},
     "kernels": LEAVES | {"packets", "spec", "executors"},  # the kernel host builds the seam's Outcome
     "transport": LEAVES | {"_shm", "packets", "executors", "spec", "kernels"},  # the ring and its SIGBUS guard
+    # the executors that host kernels elsewhere share one layer: wire format, hosting, caller tasks, replicas
+    "executors.hosted": LEAVES | {"packets", "executors", "spec", "kernels"},
     # kernel hosts in worker processes; the arena shares the ring's SIGBUS guard
-    "processes": LEAVES | {"packets", "executors", "spec", "kernels", "_shm", "transport"},
-    "cluster": LEAVES | {"packets", "executors", "spec", "kernels", "processes"},  # kernel hosts in Ray actors
+    "executors.processes": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "_shm",
+                                     "transport"},
+    # kernel hosts in Ray actors
+    "executors.ray": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels"},
+    "processes": frozenset({"executors", "executors.processes"}),  # the former import paths, kept for 0.2 code
+    "cluster": frozenset({"executors", "executors.ray"}),
     "media": LEAVES | {"packets", "spec", "executors", "kernels"},  # media kernels (extra): above the kernel API
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
-    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "processes",
-                       "cluster"},
-    "testing": LEAVES | {"packets", "executors", "spec", "kernels", "config", "graph", "processes", "cluster"},
+    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events",
+                       "executors.hosted", "executors.processes", "executors.ray"},
+    "testing": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "config", "graph",
+                         "executors.processes", "executors.ray"},
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
 
@@ -60,9 +67,16 @@ class Import:
     type_checking: bool  # under `if TYPE_CHECKING:` (never runs)
 
 
+SUBPARTS = frozenset({"executors.hosted", "executors.processes", "executors.ray"})
+"""Packages inside a part that are parts of their own (the executors wing: one folder, three layers)."""
+
+
 def _part(module: str) -> str:
-    """``flowplex.graph._engine`` -> ``graph``; ``flowplex`` -> ``flowplex``."""
+    """``flowplex.graph._engine`` -> ``graph``; ``flowplex.executors.ray._actor`` -> ``executors.ray``;
+    ``flowplex`` -> ``flowplex``."""
     parts = module.split(".")
+    if ".".join(parts[1:3]) in SUBPARTS:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else parts[0]
 
 
@@ -121,7 +135,7 @@ def _all_imports() -> tuple[Import, ...]:
 def _parts_in_source() -> set[str]:
     parts = {p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
     parts |= {p.stem for p in SRC.glob("*.py") if p.stem != "__init__"}
-    return parts
+    return parts | {s for s in SUBPARTS if (SRC / s.replace(".", "/") / "__init__.py").exists()}
 
 
 def _closure(part: str) -> set[str]:

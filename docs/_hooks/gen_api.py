@@ -28,21 +28,25 @@ class ApiPage:
 
 
 def public_modules(src: Path) -> list[str]:
-    """``flowplex`` and its public direct submodules that declare ``__all__``, sorted."""
-    root = src / "flowplex"
+    """``flowplex`` and its public submodules that declare ``__all__``, sorted (a public package's
+    own public packages too: ``flowplex.executors.processes``)."""
     found = ["flowplex"]
-    for entry in sorted(root.iterdir()):
-        if entry.name.startswith(("_", ".")):
-            continue
-        if entry.is_dir() and (entry / "__init__.py").is_file():
-            text = (entry / "__init__.py").read_text(encoding="utf-8")
-        elif entry.suffix == ".py":
-            text = entry.read_text(encoding="utf-8")
-        else:
-            continue
-        if "\n__all__" in text:
-            found.append(f"flowplex.{entry.name.removesuffix('.py')}")
-    return found
+    todo = [(src / "flowplex", "flowplex")]
+    while todo:
+        root, prefix = todo.pop(0)
+        for entry in sorted(root.iterdir()):
+            if entry.name.startswith(("_", ".")):
+                continue
+            if entry.is_dir() and (entry / "__init__.py").is_file():
+                text = (entry / "__init__.py").read_text(encoding="utf-8")
+                todo.append((entry, f"{prefix}.{entry.name}"))
+            elif entry.suffix == ".py":
+                text = entry.read_text(encoding="utf-8")
+            else:
+                continue
+            if "\n__all__" in text:
+                found.append(f"{prefix}.{entry.name.removesuffix('.py')}")
+    return sorted(found, key=lambda m: (m != "flowplex", m))
 
 
 def pages(src: Path) -> list[ApiPage]:

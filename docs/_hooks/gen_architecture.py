@@ -39,8 +39,14 @@ class Step:
 # -- the parts ----------------------------------------------------------------------------------
 
 
+SUBPARTS = frozenset({"executors.hosted", "executors.processes", "executors.ray"})
+"""Packages drawn as parts of their own (as ``tests/test_layers.py`` counts them)."""
+
+
 def _part_of(module: str) -> str:
     parts = module.split(".")
+    if ".".join(parts[1:3]) in SUBPARTS:
+        return ".".join(parts[1:3])
     return parts[1] if len(parts) > 1 else parts[0]
 
 

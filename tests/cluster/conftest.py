@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import flowplex
-from flowplex.cluster import RayExecutor
+from flowplex.executors.ray import RayExecutor
 
 from . import kernels as kernels  # registers the kernels here (actors import them by reference)
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import flowplex
-from flowplex.cluster import RayExecutor
 from flowplex.errors import ConfigError
+from flowplex.executors.ray import RayExecutor
 
 from .conftest import need_ray
 
@@ -100,7 +100,7 @@ RAY_GRAPH = ONE % ("{ name: c, type: RayExecutor }", "c", "")
 
 def test_import_flowplex_never_imports_ray() -> None:
     result = python(f"""
-import sys, flowplex, flowplex.cluster, flowplex.testing
+import sys, flowplex, flowplex.executors.ray, flowplex.testing
 g = flowplex.Graph.from_yaml({RAY_GRAPH!r})
 g.close()
 print('ray' in sys.modules)

@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 import flowplex
-from flowplex.cluster import RayExecutor
 from flowplex.errors import ConfigError, KernelError, UsageError
 from flowplex.executors import Executor, TaskStats
 from flowplex.executors._protocol import KernelHostExecutor
+from flowplex.executors.ray import RayExecutor
 from flowplex.packets._buffers import is_deferred
 
 from .conftest import WAIT_S, ray_executors, ray_yaml, run

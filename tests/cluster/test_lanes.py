@@ -16,9 +16,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from flowplex.cluster._frames import encode
-from flowplex.cluster._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
 from flowplex.executors._invocation import Complete, Invocation, Outcome
+from flowplex.executors.ray._frames import encode
+from flowplex.executors.ray._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
 from flowplex.kernels._context import PHASE_PROCESS
 
 WAIT_S = 20.0

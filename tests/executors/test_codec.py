@@ -24,7 +24,8 @@ from flowplex._timestamps import (
     TS_UNSTARTED,
 )
 from flowplex.errors import KernelError, UsageError
-from flowplex.executors._codec import (
+from flowplex.executors._invocation import Invocation, NodeRecipe, Outcome
+from flowplex.executors.hosted._codec import (
     ALIGN,
     MAGIC,
     Encoded,
@@ -37,7 +38,6 @@ from flowplex.executors._codec import (
     from_frame,
     to_frame,
 )
-from flowplex.executors._invocation import Invocation, NodeRecipe, Outcome
 from flowplex.kernels._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS
 from flowplex.kernels._registry import kernel_class
 from flowplex.packets import cow_stats, new_buffer

@@ -22,8 +22,8 @@ import pytest
 
 import flowplex
 from flowplex.executors import ThreadPoolExecutor
+from flowplex.executors.processes import _transfer
 from flowplex.graph import _timers
-from flowplex.processes import _transfer
 from flowplex.testing import default_executor
 
 from . import engine_kernels as engine_kernels  # registers the kernels (a pool's workers import them)

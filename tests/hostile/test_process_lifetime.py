@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 import flowplex
-from flowplex.processes import ProcessPoolExecutor
+from flowplex.executors.processes import ProcessPoolExecutor
 from flowplex.testing import default_executor
 
 from . import lifetime_kernels as lifetime_kernels  # registers HostileDaemon here (workers import it)

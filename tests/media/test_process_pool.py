@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import flowplex
-from flowplex.processes import ProcessPoolExecutor
+from flowplex.executors.processes import ProcessPoolExecutor
 
 from . import kernels as kernels  # registers the test kernels (workers import them by reference)
 from .conftest import WAIT_S, decoded, write_clip

@@ -17,9 +17,9 @@ import pytest
 import flowplex
 from flowplex.errors import BrokenError, ConfigError, KernelError
 from flowplex.executors._invocation import Invocation, NodeRecipe, Outcome
+from flowplex.executors.processes import ProcessPoolExecutor
 from flowplex.kernels import kernel_class
 from flowplex.kernels._context import PHASE_PROCESS
-from flowplex.processes import ProcessPoolExecutor
 from flowplex.spec import NodeSpec, PortSpec
 from flowplex.testing import default_executor
 

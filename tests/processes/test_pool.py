@@ -16,7 +16,7 @@ import flowplex
 from flowplex.errors import KernelError, UsageError
 from flowplex.executors import Executor, TaskStats
 from flowplex.executors._protocol import KernelHostExecutor
-from flowplex.processes import ProcessPoolExecutor
+from flowplex.executors.processes import ProcessPoolExecutor
 from flowplex.testing import EXECUTOR_KINDS, default_executor
 
 from .conftest import WAIT_S, pool_yaml, run_values

@@ -11,8 +11,8 @@ import flowplex
 from flowplex._log import LogLevel
 from flowplex.errors import BrokenError
 from flowplex.executors._invocation import NodeRecipe, Outcome
-from flowplex.processes import ProcessPoolExecutor
-from flowplex.processes._replicas import Placement, Replicas, combine
+from flowplex.executors.hosted._replicas import Placement, Replicas, combine
+from flowplex.executors.processes import ProcessPoolExecutor
 from flowplex.spec import NodeSpec, PortSpec
 
 from .conftest import WAIT_S, pool_yaml

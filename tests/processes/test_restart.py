@@ -10,7 +10,7 @@ import pytest
 
 import flowplex
 from flowplex.errors import ConfigError, UsageError
-from flowplex.processes import ProcessPoolExecutor, _restarts
+from flowplex.executors.processes import ProcessPoolExecutor, _restarts
 
 from .conftest import WAIT_S, pool_yaml
 

@@ -21,7 +21,7 @@ import pytest
 
 import flowplex
 from flowplex.errors import KernelError
-from flowplex.processes import ProcessPoolExecutor
+from flowplex.executors.processes import ProcessPoolExecutor
 
 from .conftest import WAIT_S, alive, pool_yaml
 
@@ -100,7 +100,7 @@ import json, sys, time
 import numpy as np
 
 import flowplex
-from flowplex.processes import ProcessPoolExecutor
+from flowplex.executors.processes import ProcessPoolExecutor
 from tests.processes import kernels  # noqa: F401  (the workers import them by reference)
 
 GRAPH = '''

@@ -16,8 +16,8 @@ import pytest
 
 import flowplex
 from flowplex.errors import KernelError, UsageError
-from flowplex.processes import ProcessPoolExecutor
-from flowplex.processes._arena import PAGE
+from flowplex.executors.processes import ProcessPoolExecutor
+from flowplex.executors.processes._arena import PAGE
 from flowplex.testing import default_executor
 
 from .conftest import WAIT_S, pool_yaml

@@ -163,7 +163,7 @@ class Deadline:
         if self.flush is not None:
             with contextlib.suppress(Exception):
                 self.flush()
-        pool = sys.modules.get("flowplex.processes._pool")
+        pool = sys.modules.get("flowplex.executors.processes._pool")
         if pool is not None:
             with contextlib.suppress(Exception):
                 pool.abandon_all()

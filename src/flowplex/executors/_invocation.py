@@ -5,7 +5,7 @@ place (zero overhead). An executor that ``hosts_kernels`` (the loopback in
 ``flowplex.testing``, later a process pool or Ray) runs kernels on instances of its own, so the
 engine hands it an ``Invocation`` (plain data: no engine object inside) and gets an ``Outcome``
 back through the one completion callback it passed with it. Both encode to bytes with
-``flowplex.executors._codec``; buffers travel out of band.
+``flowplex.executors.hosted._codec``; buffers travel out of band.
 
 A leaf module: it imports nothing of the engine.
 """

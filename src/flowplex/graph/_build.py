@@ -117,12 +117,12 @@ def make_executor(spec: ExecutorSpec) -> Executor:
         return DelegatingExecutor(spec.name)
     if spec.type == "ProcessPoolExecutor":
         # Imported here: multiprocessing and the arena cost a graph without a pool 40 ms.
-        from ..processes import DEFAULT_ARENA_BYTES, ProcessPoolExecutor
+        from ..executors.processes import DEFAULT_ARENA_BYTES, ProcessPoolExecutor
 
         return ProcessPoolExecutor(spec.name, spec.num_processes or None, restart=spec.restart,
                                    arena_bytes=spec.arena_bytes or DEFAULT_ARENA_BYTES)
     if spec.type == "RayExecutor":
-        from ..cluster import RayExecutor
+        from ..executors.ray import RayExecutor
 
         ray = spec.ray
         return RayExecutor(spec.name, ray.address or None, num_cpus=ray.num_cpus, num_gpus=ray.num_gpus,

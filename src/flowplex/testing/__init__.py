@@ -27,7 +27,7 @@ from ..errors import EndOfStream as EndOfStream
 from ..errors import UsageError
 from ..executors import DelegatingExecutor, InlineExecutor, ThreadPoolExecutor
 from ..executors._placement import ExecutorFactory, _default_factory
-from ..processes import ProcessPoolExecutor
+from ..executors.processes import ProcessPoolExecutor
 from ._clock import FakeClock as FakeClock
 from ._collect import CollectSink as CollectSink
 from ._collect import Record as Record
@@ -78,7 +78,7 @@ def _factory(kind: str) -> ExecutorFactory:
     if kind == "processes":
         return lambda name: ProcessPoolExecutor(name, 2, warm=True)
     if kind == "ray":
-        from ..cluster import RayExecutor
+        from ..executors.ray import RayExecutor
 
         return lambda name: RayExecutor(name, num_cpus=0.1, max_batch=8, warm=True)
     kinds = ", ".join((*EXECUTOR_KINDS, *EXTRA_KINDS))

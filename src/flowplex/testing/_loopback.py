@@ -18,9 +18,9 @@ from dataclasses import replace
 from typing import final
 
 from ..executors import InlineExecutor, TaskStats
-from ..executors import _codec as codec
 from ..executors._invocation import Complete, Invocation, NodeRecipe, Outcome
 from ..executors._protocol import Inbox, Task
+from ..executors.hosted import _codec as codec
 from ..kernels._host import KernelHosts, failed_outcome
 
 __all__ = ["LoopbackExecutor"]

@@ -12,11 +12,11 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, final
 
-from .._log import LogLevel
-from ..executors._invocation import Outcome
+from ..._log import LogLevel
+from .._invocation import Outcome
 
 if TYPE_CHECKING:
-    from ..executors._invocation import Complete, NodeRecipe
+    from .._invocation import Complete, NodeRecipe
 
 __all__ = ["Gather", "Placement", "Replicas", "combine", "replicas_wanted"]
 

@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, final
 
-from ..errors import UsageError
-from ._invocation import Invocation, Outcome
+from ...errors import UsageError
+from .._invocation import Invocation, Outcome
 
 if TYPE_CHECKING:
     import numpy as np

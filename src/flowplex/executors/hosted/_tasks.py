@@ -13,8 +13,8 @@ import threading
 from collections.abc import Callable, Sized
 from typing import Final, final
 
-from ._protocol import Inbox, Task
-from ._threads import ThreadPoolExecutor
+from .._protocol import Inbox, Task
+from .._threads import ThreadPoolExecutor
 
 __all__ = ["CallerTasks", "OnCallerTasks"]
 

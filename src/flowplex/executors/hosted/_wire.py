@@ -19,16 +19,16 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
-from ..errors import ConfigError, UsageError
-from ..executors import _codec as codec
-from ..executors._invocation import NodeRecipe
-from ..kernels._route import make_route_kernel
-from ..spec._specs import ROUTE_KERNEL
+from ...errors import ConfigError, UsageError
+from ...kernels._route import make_route_kernel
+from ...spec._specs import ROUTE_KERNEL
+from .._invocation import NodeRecipe
+from . import _codec as codec
 
 if TYPE_CHECKING:
-    from ..kernels._registry import Kernel
-    from ..packets import Packet
-    from ..spec._specs import NodeSpec
+    from ...kernels._registry import Kernel
+    from ...packets import Packet
+    from ...spec._specs import NodeSpec
 
 __all__ = [
     "HOST",

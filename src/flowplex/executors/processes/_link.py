@@ -30,17 +30,17 @@ from collections.abc import Callable
 from multiprocessing.connection import wait
 from typing import TYPE_CHECKING, Final, final
 
-from ..errors import BrokenError
-from ..executors import _codec as codec
-from ..executors._invocation import Outcome
+from ...errors import BrokenError
+from .._invocation import Outcome
+from ..hosted import _codec as codec
+from ..hosted._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, main_path
 from . import _transfer as transfer
-from ._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, main_path
 from ._worker import main
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext, ForkServerProcess, SpawnContext, SpawnProcess
 
-    from ..executors._invocation import Complete
+    from .._invocation import Complete
     from ._arena import Arena
 
 __all__ = ["Hosting", "WorkerLink", "describe_exit"]

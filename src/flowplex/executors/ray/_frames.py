@@ -18,13 +18,13 @@ from collections.abc import Iterable
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Final, final
 
-from ..errors import BrokenError
-from ..packets._buffers import DeferredArray, _Buffer, wrap_deferred
+from ...errors import BrokenError
+from ...packets._buffers import DeferredArray, _Buffer, wrap_deferred
 
 if TYPE_CHECKING:
-    from ..executors._invocation import Invocation, Outcome
-    from ..packets import Packet
-    from ..packets._buffers import Array
+    from ...packets import Packet
+    from ...packets._buffers import Array
+    from .._invocation import Invocation, Outcome
 
 __all__ = ["FRAME_BYTES", "ObjectFrame", "decode", "encode", "keep_live_frames", "put_frames"]
 

@@ -27,15 +27,15 @@ import threading
 import time
 from typing import TYPE_CHECKING, Final, final
 
-from .._reap import become_subreaper, kill_tree
-from ..errors import UsageError
-from ..executors import _codec as codec
-from ..kernels._host import failed_outcome
-from ..packets._packet import set_buffer_allocator
+from ..._reap import become_subreaper, kill_tree
+from ...errors import UsageError
+from ...kernels._host import failed_outcome
+from ...packets._packet import set_buffer_allocator
+from ..hosted import _codec as codec
+from ..hosted._hosting import NodeHosting
+from ..hosted._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest
 from . import _transfer as transfer
 from ._arena import Arena
-from ._hosting import NodeHosting
-from ._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection

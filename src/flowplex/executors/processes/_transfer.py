@@ -27,18 +27,18 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Final
 
-from ..errors import UsageError
-from ..executors import _codec as codec
-from ..executors._invocation import Invocation, Outcome
-from ..packets._buffers import _Buffer, host_array, is_deferred, wrap_adopted, wrap_owned
-from ..packets._packet import sole_holder
+from ...errors import UsageError
+from ...packets._buffers import _Buffer, host_array, is_deferred, wrap_adopted, wrap_owned
+from ...packets._packet import sole_holder
+from .._invocation import Invocation, Outcome
+from ..hosted import _codec as codec
 from ._arena import PAGE, rooted
 
 if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ..packets import Packet
+    from ...packets import Packet
     from ._arena import Arena
 
 __all__ = ["decode_invocation", "decode_outcome", "encode_invocation", "encode_outcome"]

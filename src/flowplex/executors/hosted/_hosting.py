@@ -14,15 +14,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, final
 
-from ..errors import ConfigError, UsageError
-from ..kernels._host import KernelHosts, failed_outcome
-from ..kernels._loading import describe_exception, import_target
+from ...errors import ConfigError, UsageError
+from ...kernels._host import KernelHosts, failed_outcome
+from ...kernels._loading import describe_exception, import_target
 from ._wire import HostReply, HostRequest, decode_recipe
 
 if TYPE_CHECKING:
-    from ..executors._invocation import Invocation, NodeRecipe, Outcome
-    from ..kernels._registry import Kernel
-    from ..spec._specs import NodeSpec
+    from ...kernels._registry import Kernel
+    from ...spec._specs import NodeSpec
+    from .._invocation import Invocation, NodeRecipe, Outcome
 
 __all__ = ["NodeHosting", "RecipeDecoder"]
 
@@ -87,7 +87,7 @@ class NodeHosting:
 
         A file that no longer exists is skipped: nothing could import it, here or there.
         """
-        from ..kernels._registry import kernel_class
+        from ...kernels._registry import kernel_class
 
         lost: list[tuple[str, str, str]] = []
         for entry in imports:

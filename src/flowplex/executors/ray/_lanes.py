@@ -21,14 +21,14 @@ from collections import deque
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
-from ..errors import BrokenError
-from ..kernels._context import PHASE_PROCESS
+from ...errors import BrokenError
+from ...kernels._context import PHASE_PROCESS
 from ._frames import decode
 
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ..executors._invocation import Complete, Invocation, Outcome
+    from .._invocation import Complete, Invocation, Outcome
 
 __all__ = ["BATCH_BUDGET_NS", "MAX_BATCHES_IN_FLIGHT", "Completions", "Lane"]
 

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Final
 
-from ..errors import BrokenError, ConfigError
+from ...errors import BrokenError, ConfigError
 
 __all__ = ["ADDRESS_ENV", "INSTALL_HINT", "connect", "describe_cluster", "disconnect", "ray_installed", "ray_module",
            "resolved_address"]

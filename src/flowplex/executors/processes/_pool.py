@@ -26,21 +26,21 @@ import weakref
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, final
 
-from .._reap import descendants, kill_processes
-from .._timestamps import TS_UNSTARTED
-from ..errors import BrokenError, ConfigError, GraphCancelled, Timeout, UsageError
-from ..executors import TaskStats
-from ..executors._hosted import CallerTasks, OnCallerTasks
-from ..executors._invocation import Invocation, Outcome
-from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
-from ..kernels._host import failed_outcome
-from ..kernels._loading import file_module_name, imports_so_far
+from ..._reap import descendants, kill_processes
+from ..._timestamps import TS_UNSTARTED
+from ...errors import BrokenError, ConfigError, GraphCancelled, Timeout, UsageError
+from ...kernels._context import PHASE_OPEN, PHASE_PROCESS
+from ...kernels._host import failed_outcome
+from ...kernels._loading import file_module_name, imports_so_far
+from .. import TaskStats
+from .._invocation import Invocation, Outcome
+from ..hosted._replicas import Gather, Placement, Replicas
+from ..hosted._tasks import CallerTasks, OnCallerTasks
+from ..hosted._wire import HostRequest, encode_recipe
 from . import _transfer as transfer
 from ._arena import DEFAULT_ARENA_BYTES, PAGE, Arena, ArenaStats, arena_size
 from ._link import WorkerLink
-from ._replicas import Gather, Placement, Replicas
 from ._restarts import RESTART_POLICIES, Restarts
-from ._wire import HostRequest, encode_recipe
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext, SpawnContext
@@ -48,8 +48,8 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
-    from ..executors._invocation import Complete, NodeRecipe
-    from ..packets._packet import BufferAllocator
+    from ...packets._packet import BufferAllocator
+    from .._invocation import Complete, NodeRecipe
     from ._link import Hosting
 
 __all__ = ["ProcessPoolExecutor"]

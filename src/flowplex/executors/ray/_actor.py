@@ -18,19 +18,19 @@ import pickle
 import warnings
 from typing import TYPE_CHECKING, final
 
-from .._timestamps import TS_UNSTARTED
-from ..errors import BrokenError
-from ..executors._invocation import Invocation
-from ..kernels._context import PHASE_OPEN
-from ..kernels._host import failed_outcome
-from ..processes._hosting import NodeHosting
-from ..processes._wire import HostReply, recipe_from_wire
+from ..._timestamps import TS_UNSTARTED
+from ...errors import BrokenError
+from ...kernels._context import PHASE_OPEN
+from ...kernels._host import failed_outcome
+from .._invocation import Invocation
+from ..hosted._hosting import NodeHosting
+from ..hosted._wire import HostReply, recipe_from_wire
 from ._frames import decode, encode, outcome_packets, put_frames
 
 if TYPE_CHECKING:
-    from ..executors._invocation import NodeRecipe, Outcome
-    from ..kernels._registry import Kernel
-    from ..spec._specs import NodeSpec
+    from ...kernels._registry import Kernel
+    from ...spec._specs import NodeSpec
+    from .._invocation import NodeRecipe, Outcome
 
 __all__ = ["NodeActor", "decode_cloud_recipe"]
 

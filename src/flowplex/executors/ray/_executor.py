@@ -18,16 +18,16 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import TYPE_CHECKING, Final, final
 
-from ..errors import BrokenError, ConfigError, UsageError
-from ..executors import TaskStats
-from ..executors._hosted import CallerTasks, OnCallerTasks
-from ..executors._invocation import Outcome
-from ..kernels._context import PHASE_OPEN, PHASE_PROCESS
-from ..kernels._host import failed_outcome
-from ..kernels._loading import imports_so_far
-from ..packets._buffers import _Buffer
-from ..processes._replicas import Gather, Replicas
-from ..processes._wire import HostRequest, wire_recipe
+from ...errors import BrokenError, ConfigError, UsageError
+from ...kernels._context import PHASE_OPEN, PHASE_PROCESS
+from ...kernels._host import failed_outcome
+from ...kernels._loading import imports_so_far
+from ...packets._buffers import _Buffer
+from .. import TaskStats
+from .._invocation import Outcome
+from ..hosted._replicas import Gather, Replicas
+from ..hosted._tasks import CallerTasks, OnCallerTasks
+from ..hosted._wire import HostRequest, wire_recipe
 from ._connect import connect, disconnect, ray_module
 from ._frames import encode, invocation_packets, keep_live_frames, put_frames
 from ._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
@@ -35,10 +35,10 @@ from ._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ..executors._invocation import Complete, Invocation, NodeRecipe
-    from ..packets import Packet
-    from ..processes._wire import HostReply
-    from ..spec._specs import NodeSpec
+    from ...packets import Packet
+    from ...spec._specs import NodeSpec
+    from .._invocation import Complete, Invocation, NodeRecipe
+    from ..hosted._wire import HostReply
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_BATCH_DELAY_MS", "RayExecutor"]
 

@@ -44,9 +44,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, final
 
-from .._shm import SHM_DIR, Segment, free_bytes, new_name
-from ..errors import UsageError
-from ..transport import _accel
+from ..._shm import SHM_DIR, Segment, free_bytes, new_name
+from ...errors import UsageError
+from ...transport import _accel
 
 if TYPE_CHECKING:
     import numpy as np
