@@ -35,7 +35,7 @@ from ._lanes import MAX_BATCHES_IN_FLIGHT, Completions, Lane
 if TYPE_CHECKING:
     from concurrent.futures import Future
 
-    from ..executors._invocation import Complete, Invocation, NodeRecipe
+    from ..executors._invocation import Complete, Invocation, NodeRecipe, Spill
     from ..packets import Packet
     from ..processes._wire import HostReply
     from ..spec._specs import NodeSpec
@@ -321,9 +321,19 @@ class RayExecutor(OnCallerTasks):
         if failures:
             raise ConfigError(failures[0])
 
-    def invoke(self, invocation: Invocation, complete: Complete) -> None:
+    def invoke(self, invocation: Invocation, complete: Complete, spill: Spill | None = None) -> None:
         """Queue one callback for the actor of its node; ``complete`` runs when its batch is
-        answered (on the completion thread), or at once when it cannot be sent."""
+        answered (on the completion thread), or at once when it cannot be sent.
+
+        ``spill`` is not used: one call's output comes back whole, in its batch's answer, so a
+        ``process`` call that emits millions of packets holds them all in the actor and then
+        here (the process pool delivers them in slices). Slicing it here would need the
+        actor's ``run`` to stream: the kernel on a thread of its own inside the actor, its
+        ``emit`` handing each slice to a streaming-generator ``run`` (``num_returns="streaming"``)
+        that Ray holds back when this process has not read its last slices, and the lanes,
+        which complete one answer per batch in order, reading a batch as a stream of slices
+        and outcomes. Not done yet (issue 25).
+        """
         node = self._nodes.get(invocation.node)
         if node is None:
             msg = f"invoke: node {invocation.node} is not hosted on executor `{self.name}`"
