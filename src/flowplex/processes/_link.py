@@ -133,7 +133,7 @@ class _Call:
         if kept is None:
             self.spilled = outputs
         else:
-            for staged, packets in zip(kept, outputs, strict=False):
+            for staged, packets in zip(kept, outputs, strict=True):
                 staged.extend(packets)
         return False
 
