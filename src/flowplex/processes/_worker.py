@@ -166,8 +166,10 @@ class _Worker:
         as a partial outcome (its buffers in the arena, as an outcome's), then wait for the
         host's go-ahead, which says when the next slice comes (``Scheduler.spill``'s rule).
 
+        A payload that does not pickle stays staged, and the slices come at twice the count:
+        the call's outcome reports it, as it would without slices.
+
         Raises:
-            UsageError: A staged payload does not pickle (the call fails, as it would at its end).
             _Stopped: The host stopped the pool or went away meanwhile: the call ends here.
         """
         if self._stopping:
@@ -177,10 +179,17 @@ class _Worker:
             return
         host: KernelHost = ctx._owner  # type: ignore[assignment]
         outputs = ctx._out
-        ctx._out = [[] for _ in outputs]  # the outcome holds them alone (``_reducers`` counts)
+        # The outcome holds them alone (``_reducers`` counts references; ``emit``'s frame still
+        # holds the last packet, which therefore crosses as shared: a copy if written later).
+        ctx._out = [[] for _ in outputs]
         outcome = Outcome(host.index, ctx.seq, outputs, partial=True)
         del outputs
-        frame = transfer.encode_outcome(outcome, self._arena, 0)
+        try:
+            frame = transfer.encode_outcome(outcome, self._arena, 0)
+        except UsageError:
+            ctx._out = outcome.outputs
+            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+            return
         del outcome
         try:
             self._conn.send_bytes(frame)
