@@ -327,12 +327,14 @@ class RayExecutor(OnCallerTasks):
 
         ``spill`` is not used: one call's output comes back whole, in its batch's answer, so a
         ``process`` call that emits millions of packets holds them all in the actor and then
-        here (the process pool delivers them in slices). Slicing it here would need the
-        actor's ``run`` to stream: the kernel on a thread of its own inside the actor, its
-        ``emit`` handing each slice to a streaming-generator ``run`` (``num_returns="streaming"``)
-        that Ray holds back when this process has not read its last slices, and the lanes,
-        which complete one answer per batch in order, reading a batch as a stream of slices
-        and outcomes. Not done yet (issue 25).
+        here (the process pool delivers them in slices). The actor has no channel back but
+        the answer of ``run``: slicing would need ``run`` to be a streaming generator
+        (``num_returns="streaming"``, held back by Ray while this process has not consumed its
+        last slice) with the kernel on a thread of its own in the actor (``emit`` cannot yield
+        from inside ``process``), and lanes that read a batch as a stream of slices and
+        outcomes. Their one ``Completions`` thread serves every actor of the executor, so it
+        must not wait for the budget on one node's behalf: each streaming lane would need a
+        thread of its own for that wait. Left for later (issue 25).
         """
         node = self._nodes.get(invocation.node)
         if node is None:
