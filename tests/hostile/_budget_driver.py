@@ -11,6 +11,8 @@ test instead of the machine. Cases:
   executor that checks their order; prints what arrived and the peak of ``counted``.
 - ``flood-input N``: the same from a node whose one input packet (a graph-input ``send``)
   triggers the N emits.
+- ``flood-pool N``: ``flood N`` with the source alone on a process pool (the sink, on the host,
+  is the slower side); also prints the peak of counted packets the pool's receiving thread saw.
 - ``flood-poller N``: a source emits N ints in one call into a graph output that the host
   reads only after ``wait_done``: nothing can make room while the call runs, so it must
   finish unheld (lm-flow's run-then-read program), with every packet in order.
@@ -75,8 +77,14 @@ def burst(kind: str) -> dict[str, object]:
     return {**peaks, "limit_bytes": limit, "processed": processed, "grown_mib": _peak_rss_mib() - base}
 
 
-def flood(count: int, on_input: bool) -> dict[str, object]:
-    if on_input:
+def flood(count: int, on_input: bool, pool: bool = False) -> dict[str, object]:
+    if pool:
+        text = f"""{IMPORTS}executors: [{{ name: pool, type: ProcessPoolExecutor, num_processes: 1 }}]
+nodes:
+  - {{ name: src, kernel: BudgetFlood, executor: pool, output_ports: [a], options: {{ count: {count} }} }}
+  - {{ name: sink, kernel: BudgetCheck, input_ports: [a] }}
+"""
+    elif on_input:
         text = f"""{IMPORTS}input_ports: [go]
 nodes:
   - {{ name: src, kernel: BudgetFloodOnInput, input_ports: [go], output_ports: [a], options: {{ count: {count} }} }}
@@ -128,7 +136,7 @@ def main() -> None:
         elif case == "flood-poller":
             result = flood_poller(int(arg))
         else:
-            result = flood(int(arg), on_input=case == "flood-input")
+            result = flood(int(arg), on_input=case == "flood-input", pool=case == "flood-pool")
     print(json.dumps(result))
 
 

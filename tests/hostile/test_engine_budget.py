@@ -3,7 +3,8 @@
 Before: only buffer (numpy) payloads counted toward the default 64 MiB, so a source emitting
 1 MiB ``bytes`` or ``str`` packets into a slow consumer grew to gigabytes (``counted_bytes``
 stayed 0); and the packets one ``process`` call emitted were all staged before any was
-delivered, so one call emitting millions of packets held them all (1.1-1.3 GB for 10 M).
+delivered, so one call emitting millions of packets held them all (1.1-1.3 GB for 10 M), in
+the host's process or, on a process pool, in a worker and then in one outcome.
 Each case runs in its own process under a memory cap and a timeout.
 """
 
@@ -61,6 +62,21 @@ def test_one_call_emitting_half_a_million_packets_stays_within_the_budget(case: 
     # runs on the emitter's executor: on ``inline``, on the emitting thread itself.
     r = _drive(case, executor, str(FLOOD), mem_mb=1024, timeout_s=60)
     assert r["seen"] == FLOOD, f"packets lost: {r}"
+    assert r["disorder"] == 0, f"order broken: {r}"
+    assert r["counted"] <= DEFAULT_LIMIT_PACKETS + SPILL_SLICE, f"the budget did not hold inside the call: {r}"
+    assert r["grown_mib"] < 24, f"peak memory grew by {r['grown_mib']:.0f} MiB: {r}"
+
+
+POOL_FLOOD = 200_000
+
+
+@pytest.mark.parametrize("executor", ["inline", "threads"])
+def test_one_call_on_a_process_pool_is_delivered_in_slices_within_the_budget(executor: str) -> None:
+    # The source runs in a pool's worker, the sink here (on the receiving thread, or a thread of
+    # its own). Before, the worker shipped the call's 200 k packets in one outcome: ``counted``
+    # peaked at 200 k and this process grew by ~60 MiB. Each partial outcome now waits for room.
+    r = _drive("flood-pool", executor, str(POOL_FLOOD), mem_mb=1536, timeout_s=60)
+    assert r["seen"] == POOL_FLOOD, f"packets lost: {r}"
     assert r["disorder"] == 0, f"order broken: {r}"
     assert r["counted"] <= DEFAULT_LIMIT_PACKETS + SPILL_SLICE, f"the budget did not hold inside the call: {r}"
     assert r["grown_mib"] < 24, f"peak memory grew by {r['grown_mib']:.0f} MiB: {r}"

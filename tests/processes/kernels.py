@@ -245,3 +245,42 @@ class PKeep(flowplex.Kernel):
         previous = -1 if self.kept is None else int(self.kept.as_numpy().reshape(-1)[0])
         self.kept = cc.take_input(0)
         cc.emit(0, previous)
+
+
+@flowplex.kernel("PFlood")
+class PFlood(flowplex.Kernel):
+    """On each input packet, emits option ``count`` ints in one call: ``base + i`` at ts
+    ``base + i`` (``base``: the input's ts times ``count``). With a second output, every
+    ``every``-th of them also goes there: as a 64 KiB buffer (``new_buffer``, a frame in the
+    pool's arena) filled with ``i % 256`` when option ``frames`` is true, else as a str.
+    Writes its pid to option ``pid_file`` at open, when given."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        if cc.has_option("pid_file"):
+            Path(cc.option_str("pid_file")).write_text(str(os.getpid()))
+
+    def process(self, cc: flowplex.Context) -> None:
+        count = cc.option_int("count", 1000)
+        every = cc.option_int("every", 7)
+        frames = cc.option_bool("frames")
+        base = cc.input_timestamp * count
+        two = cc.num_outputs > 1
+        for i in range(count):
+            cc.emit(0, base + i, base + i)
+            if two and i % every == 0:
+                if frames:
+                    p, view = cc.new_buffer((1 << 16,), "u8")
+                    view[:] = i % 256
+                    cc.emit(1, p, base + i)
+                else:
+                    cc.emit(1, f"s{base + i}", base + i)
+
+
+@flowplex.kernel("PSlow")
+class PSlow(flowplex.Kernel):
+    """Sleeps option ``sleep_s`` per input (a slow consumer), then forwards it if it has an output."""
+
+    def process(self, cc: flowplex.Context) -> None:
+        time.sleep(cc.option_float("sleep_s", 0.001))
+        if cc.num_outputs:
+            cc.forward(0, 0)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from ..packets import Packet
     from ..spec._specs import NodeSpec
 
-__all__ = ["Complete", "Invocation", "NodeRecipe", "Outcome"]
+__all__ = ["Complete", "Invocation", "NodeRecipe", "Outcome", "Spill"]
 
 
 @dataclass(slots=True)
@@ -81,15 +81,26 @@ class Outcome:
     """The formatted traceback of that exception, from the host that ran it."""
     exception: BaseException | None = None
     """The exception itself when it survived encoding (else only ``error`` tells)."""
+    partial: bool = False
+    """A slice of a call still running (``outputs`` only: what it staged so far, in order): the
+    host hands it to the call's ``Spill`` and answers with a go-ahead; the final outcome of the
+    call carries the rest (``Context._spill_at``)."""
 
     def __reduce__(self) -> tuple[type[Outcome], tuple[object, ...]]:
         return (Outcome, (self.node, self.seq, self.outputs, self.bounds, self.source_done, self.yield_s,
                           self.counters, self.logs, self.ignored_emits, self.started_ns, self.duration_ns,
-                          self.copies, self.error, self.traceback, self.exception))
+                          self.copies, self.error, self.traceback, self.exception, self.partial))
 
 
 Complete = Callable[[Outcome], None]
 """The engine's completion callback for one invocation: call it exactly once, from any thread."""
+
+Spill = Callable[[list[list["Packet"]]], bool]
+"""The engine's handler for the partial outcomes of one ``process`` call still running (its
+staged packets so far, per output port): it delivers them into the graph, or keeps them staged
+for the final outcome, and blocks until the graph's budget has room. True: the kernel's next
+slice may come after ``SPILL_SLICE`` packets again; False (nothing could make room, or the
+packets were kept): after twice as many (``Scheduler.spill``'s rule)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
-    from ._invocation import Complete, Invocation, NodeRecipe
+    from ._invocation import Complete, Invocation, NodeRecipe, Spill
 
 JOIN_S: Final = 0.25
 """How long an executor's ``shutdown`` waits for its threads to finish their tasks, in all: the
@@ -134,5 +134,10 @@ class KernelHostExecutor(Executor, Protocol):
     def host(self, recipes: list[NodeRecipe]) -> None:
         """Build (or keep, on a restart after ``reset``) a kernel instance per recipe."""
 
-    def invoke(self, invocation: Invocation, complete: Complete) -> None:
-        """Run one callback on the hosted instance; call ``complete(outcome)`` exactly once."""
+    def invoke(self, invocation: Invocation, complete: Complete, spill: Spill | None = None) -> None:
+        """Run one callback on the hosted instance; call ``complete(outcome)`` exactly once.
+
+        ``spill``, when given, takes the partial outcomes of a long ``process`` call (see
+        ``Spill``): an executor whose host can hold its kernel while it waits (the process pool)
+        hands it each slice; one that cannot ignores it, and the call's output comes whole.
+        """

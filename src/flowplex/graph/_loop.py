@@ -39,6 +39,7 @@ from ._status import CREATED, INITIALIZED
 if TYPE_CHECKING:
     from ..executors._invocation import Outcome
     from ..executors._protocol import KernelHostExecutor
+    from ..packets import Packet
     from ._blocking import Blocking
     from ._budget import Budget
     from ._claims import Claims
@@ -82,7 +83,7 @@ class Scheduler:
         self._run = self.run
         claims.task = self._run
         for node in closing.nodes:
-            if not node.remote:  # (a hosted kernel stages in its host, which ships one call's output)
+            if not node.remote:  # (a hosted kernel's host spills itself: ``spill_hosted``)
                 node.info.spill = self.spill
                 for ctx in node.contexts:
                     ctx._spill_at = SPILL_SLICE
@@ -223,12 +224,35 @@ class Scheduler:
         in ``process`` only.
         """
         node: Node = ctx._owner  # type: ignore[assignment]
+        if self._deliver_staged(node, ctx):
+            ctx._spill_at = SPILL_SLICE
+        else:
+            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+
+    def spill_hosted(self, node: Node, ctx: Context, outputs: list[list[Packet]]) -> bool:
+        """``spill`` for a call running on a kernel host (a process pool's worker): ``outputs``
+        is what it staged so far (a partial outcome), staged here behind what ``ctx`` kept.
+
+        Runs on the executor's completion thread while the worker waits for its go-ahead.
+        Returns whether the worker's next slice comes after ``SPILL_SLICE`` packets (True) or
+        after twice its last count (False: not eligible, kept staged for the final outcome, or
+        nothing made room within a slice), as ``spill`` decides for an in-process call.
+        """
+        for staged, packets in zip(ctx._out, outputs, strict=True):
+            for p in packets:
+                p._owned = False
+            staged.extend(packets)
+            packets.clear()  # the context holds them now, alone (as ``apply_outcome`` does)
+        return self._deliver_staged(node, ctx)
+
+    def _deliver_staged(self, node: Node, ctx: Context) -> bool:
+        """``spill``'s body: deliver what the running call staged, then ``_wait_for_room``;
+        False when it may not be delivered yet (it stays staged) or no room came."""
         status = self.status
         with status.lock:
             if (ctx._phase != PHASE_PROCESS or status.halted or node.blocked or node.limited
                     or node.typed_outputs or node.max_in_flight != 1):
-                ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
-                return
+                return False
             delivery = self.delivery
             for o, staged in enumerate(ctx._out):
                 if staged:
@@ -244,10 +268,7 @@ class Scheduler:
                 status.changed.notify_all()
             subs, calls = self.take_work()
         self.dispatch(subs, calls)
-        if self._wait_for_room(node):
-            ctx._spill_at = SPILL_SLICE
-        else:
-            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+        return self._wait_for_room(node)
 
     def _wait_for_room(self, node: Node) -> bool:
         """``spill``'s wait: until the budget has room (True) or nothing here can make it (False)."""
@@ -434,7 +455,8 @@ class Scheduler:
         host: KernelHostExecutor = node.executor  # type: ignore[assignment]
         if self.timed:  # the watchdog sees a hosted call while it runs, too
             node.running_since = time.perf_counter_ns()
-        host.invoke(invocation, lambda outcome: self._hosted_done(node, ctx, outcome))
+        host.invoke(invocation, lambda outcome: self._hosted_done(node, ctx, outcome),
+                    lambda outputs: self.spill_hosted(node, ctx, outputs))
 
     def _hosted_done(self, node: Node, ctx: Context, outcome: Outcome) -> None:
         """The completion callback of a hosted callback: apply the outcome, then complete.

@@ -41,7 +41,8 @@ PHASE_CLOSE: Final = 2
 SPILL_SLICE: Final = 1024
 """Packets one port stages in a call before ``emit`` hands them to the engine's ``spill``."""
 SPILL_NEVER: Final = 1 << 60
-"""``Context._spill_at`` of a context nothing spills (no engine: ``KernelRunner``, kernel hosts)."""
+"""``Context._spill_at`` of a context nothing spills (no engine: ``KernelRunner``, a loopback or
+Ray kernel host; a process pool's worker spills to its host)."""
 
 
 class CloseReason:
@@ -84,7 +85,8 @@ class NodeInfo:
     spill: Callable[[Context], None] | None = None
     """Set by the engine: called by ``emit`` when one port has staged ``Context._spill_at``
     packets in this call, to deliver them and wait for the graph's budget (``Scheduler.spill``),
-    so that one call emitting millions of packets does not hold them all."""
+    so that one call emitting millions of packets does not hold them all. In a process pool's
+    worker it sends them to the host as a partial outcome and waits for the go-ahead."""
 
 
 @final

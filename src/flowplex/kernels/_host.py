@@ -19,7 +19,7 @@ from typing import final
 from ..errors import ConfigError, UsageError
 from ..executors._invocation import Invocation, NodeRecipe, Outcome
 from ..packets import Packet, _borrow, _thread_cow_counts, clone_owned
-from ._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS, Context, NodeInfo
+from ._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS, SPILL_SLICE, Context, NodeInfo
 from ._ports import PortTable
 from ._registry import Kernel
 
@@ -89,10 +89,11 @@ class KernelHost:
     rate-limited warning about ignored emits therefore counts per context, on this host).
     """
 
-    __slots__ = ("_free", "_inputs", "_outputs", "_side_packets", "kernel", "recipe")
+    __slots__ = ("_free", "_inputs", "_outputs", "_side_packets", "_spill", "kernel", "recipe")
 
-    def __init__(self, recipe: NodeRecipe) -> None:
-        """Build the kernel instance.
+    def __init__(self, recipe: NodeRecipe, spill: Callable[[Context], None] | None = None) -> None:
+        """Build the kernel instance; ``spill`` becomes its contexts' ``NodeInfo.spill`` (a
+        process pool's worker sends a long call's output ahead in slices; None: never).
 
         Raises:
             ConfigError: The kernel's constructor raised (the message names the node).
@@ -107,6 +108,7 @@ class KernelHost:
         self._inputs = PortTable(spec.input_ports)
         self._outputs = PortTable(spec.output_ports)
         self._side_packets: dict[str, Packet] = {}
+        self._spill = spill
         self._free: list[_Slot] = []
         self.set_side_packets(recipe.side_packets)
 
@@ -237,9 +239,12 @@ class KernelHost:
         info = NodeInfo(
             name=spec.name, kernel_name=spec.kernel, inputs=self._inputs, outputs=self._outputs,
             options=spec.options, side_packets=self._side_packets, is_source=spec.is_source,
-            strict_ports=self.recipe.strict_ports,
+            strict_ports=self.recipe.strict_ports, spill=self._spill,
         )
-        return _Slot(self, info)
+        slot = _Slot(self, info)
+        if self._spill is not None:
+            slot.ctx._spill_at = SPILL_SLICE
+        return slot
 
 
 def _borrow_all(packets: list[Packet | None] | list[Packet]) -> None:
@@ -262,10 +267,12 @@ def _format_traceback(exc: BaseException) -> str:
 class KernelHosts:
     """The kernel hosts of the nodes placed on one executor, by node index."""
 
-    __slots__ = ("_hosts",)
+    __slots__ = ("_hosts", "_spill")
 
-    def __init__(self) -> None:
+    def __init__(self, spill: Callable[[Context], None] | None = None) -> None:
+        """``spill``: each host's (see ``KernelHost``)."""
         self._hosts: dict[int, KernelHost] = {}
+        self._spill = spill
 
     def host(self, recipes: Iterable[NodeRecipe]) -> None:
         """Host exactly these nodes (``Graph.start``).
@@ -290,7 +297,7 @@ class KernelHosts:
                 hosts[recipe.index] = old
                 kept.append((old, recipe))
             else:
-                hosts[recipe.index] = KernelHost(recipe)
+                hosts[recipe.index] = KernelHost(recipe, self._spill)
         for old, recipe in kept:
             old.set_side_packets(recipe.side_packets)
         self._hosts = hosts

@@ -18,7 +18,7 @@ from dataclasses import replace
 from typing import final
 
 from ..executors import InlineExecutor, TaskStats
-from ..executors._invocation import Complete, Invocation, NodeRecipe, Outcome
+from ..executors._invocation import Complete, Invocation, NodeRecipe, Outcome, Spill
 from ..executors._protocol import Inbox, Task
 from ..executors.hosted import _codec as codec
 from ..kernels._host import KernelHosts, failed_outcome
@@ -59,8 +59,10 @@ class LoopbackExecutor:
         """Build a kernel instance per recipe, keeping those of a restart (see ``KernelHosts.host``)."""
         self._hosts.host(recipes)
 
-    def invoke(self, invocation: Invocation, complete: Complete) -> None:
+    def invoke(self, invocation: Invocation, complete: Complete, spill: Spill | None = None) -> None:
         """Encode ``invocation``, run it on the hosted kernel, and ``complete`` the decoded outcome.
+
+        ``spill`` is not used: the call's output comes back whole, in one outcome.
 
         ``complete`` is called exactly once, on this thread, before ``invoke`` returns. When the
         codec or the host fails (a payload that does not pickle, a node not hosted here), the

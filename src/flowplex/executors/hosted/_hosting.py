@@ -20,6 +20,7 @@ from ...kernels._loading import describe_exception, import_target
 from ._wire import HostReply, HostRequest, decode_recipe
 
 if TYPE_CHECKING:
+    from ...kernels._context import Context
     from ...kernels._registry import Kernel
     from ...spec._specs import NodeSpec
     from .._invocation import Invocation, NodeRecipe, Outcome
@@ -36,8 +37,9 @@ class NodeHosting:
 
     __slots__ = ("_decode", "_loaded", "_route_classes", "hosts", "recipes")
 
-    def __init__(self, decode: RecipeDecoder = decode_recipe) -> None:
-        self.hosts = KernelHosts()
+    def __init__(self, decode: RecipeDecoder = decode_recipe, spill: Callable[[Context], None] | None = None) -> None:
+        """``decode`` reads a recipe frame; ``spill`` is each kernel host's (``KernelHost``)."""
+        self.hosts = KernelHosts(spill)
         self._decode = decode
         self._loaded: set[tuple[str, str]] = set()
         self._route_classes: dict[int, tuple[NodeSpec, type[Kernel]]] = {}

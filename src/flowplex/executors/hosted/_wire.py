@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from ...spec._specs import NodeSpec
 
 __all__ = [
+    "GO_ON",
     "HOST",
     "HOSTED",
     "MAGIC",
@@ -53,6 +54,10 @@ HOSTED: Final = b"\x02"
 """worker → host: a pickled ``HostReply``."""
 STOP: Final = b"\x03"
 """host → worker: exit now (after the messages before it)."""
+GO_ON: Final = b"\x04"
+"""host → worker: the go-ahead for a call that sent a partial outcome (``Outcome.partial``),
+then one byte: 1 when its next slice may come after ``SPILL_SLICE`` packets, 0 after twice its
+last count (``Spill``)."""
 
 
 @final

@@ -33,14 +33,15 @@ from typing import TYPE_CHECKING, Final, final
 from ...errors import BrokenError
 from .._invocation import Outcome
 from ..hosted import _codec as codec
-from ..hosted._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, main_path
+from ..hosted._wire import GO_ON, HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest, main_path
 from . import _transfer as transfer
 from ._worker import main
 
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerContext, ForkServerProcess, SpawnContext, SpawnProcess
 
-    from .._invocation import Complete
+    from ...packets import Packet
+    from .._invocation import Complete, Spill
     from ._arena import Arena
 
 __all__ = ["Hosting", "WorkerLink", "describe_exit"]
@@ -107,16 +108,43 @@ class _Call:
     memory, this process must see them held (another consumer may not write them in place).
     """
 
-    __slots__ = ("complete", "inputs", "name", "node", "num_outputs", "seq")
+    __slots__ = ("complete", "inputs", "name", "node", "num_outputs", "seq", "spill", "spilled")
 
     def __init__(self, node: int, seq: int, name: str, num_outputs: int, complete: Complete,
-                 inputs: object = None) -> None:
+                 inputs: object = None, spill: Spill | None = None) -> None:
         self.node = node
         self.seq = seq
         self.name = name
         self.num_outputs = num_outputs
         self.complete = complete
         self.inputs = inputs
+        self.spill = spill
+        """The engine's handler for this call's partial outcomes (None: keep them in ``spilled``)."""
+        self.spilled: list[list[Packet]] | None = None
+        """Partial outputs kept for the final outcome, per port, in order (no ``spill``)."""
+
+    def take_slice(self, outputs: list[list[Packet]]) -> bool:
+        """A partial outcome's ``outputs``: to the engine's ``spill``, or kept for the final
+        outcome; whether the worker's next slice may come after ``SPILL_SLICE`` packets."""
+        spill = self.spill
+        if spill is not None:
+            return spill(outputs)
+        kept = self.spilled
+        if kept is None:
+            self.spilled = outputs
+        else:
+            for staged, packets in zip(kept, outputs, strict=True):
+                staged.extend(packets)
+        return False
+
+    def final(self, outcome: Outcome) -> Outcome:
+        """``outcome`` behind the slices kept in ``spilled`` (a failed call's are dropped)."""
+        kept, self.spilled = self.spilled, None
+        if kept is not None and not outcome.error and len(kept) == len(outcome.outputs):
+            for staged, packets in zip(kept, outcome.outputs, strict=True):
+                staged.extend(packets)
+            outcome.outputs = kept
+        return outcome
 
     def fail(self, text: str) -> None:
         """Complete with ``text`` as the node's error (a ``BrokenError``: the worker went away)."""
@@ -252,9 +280,11 @@ class WorkerLink:
             self._wake.notify()
         return True
 
-    def new_call(self, node: int, seq: int, num_outputs: int, complete: Complete, inputs: object = None) -> _Call:
-        """The waiter for one invocation of hosted node ``node``, keeping ``inputs`` (its packets)."""
-        return _Call(node, seq, self.nodes.get(node, f"#{node}"), num_outputs, complete, inputs)
+    def new_call(self, node: int, seq: int, num_outputs: int, complete: Complete, inputs: object = None,
+                 spill: Spill | None = None) -> _Call:
+        """The waiter for one invocation of hosted node ``node``, keeping ``inputs`` (its packets);
+        ``spill`` takes its partial outcomes (``ProcessPoolExecutor.invoke``)."""
+        return _Call(node, seq, self.nodes.get(node, f"#{node}"), num_outputs, complete, inputs, spill)
 
     def send_hosting(self, request: HostRequest) -> Hosting:
         """Queue a hosting request; ``await_hosting`` waits for its reply (send to every
@@ -354,14 +384,24 @@ class WorkerLink:
         with self._lock:
             waiter = self._pending.popleft() if self._pending else None
         if message.startswith(MAGIC) and type(waiter) is _Call:
-            waiter.inputs = None  # the worker is done with them: a frame it hands back is not ours twice
+            partial = transfer.is_partial(view)
+            if partial:
+                with self._lock:
+                    self._pending.appendleft(waiter)  # still running (its inputs held): a ``_lose`` fails it
+            else:
+                waiter.inputs = None  # the worker is done with them: a frame it hands back is not ours twice
             outcome = transfer.decode_outcome(view, self.arena)
-            if (outcome.node, outcome.seq) != (waiter.node, waiter.seq):
-                waiter.fail("answered another invocation")
+            if (outcome.node, outcome.seq, outcome.partial) != (waiter.node, waiter.seq, partial):
+                if not partial:
+                    waiter.fail("answered another invocation")
                 msg = f"outcome of node {outcome.node} seq {outcome.seq} for node {waiter.node} seq {waiter.seq}"
                 raise _ProtocolError(msg)
+            if partial:
+                del view, message
+                self._go_on(waiter, outcome)
+                return
             try:
-                waiter.complete(outcome)
+                waiter.complete(waiter.final(outcome))
             except Exception:  # the engine's completion never raises; keep serving if it does
                 log.exception("process.complete.failed node=%r seq=%d", waiter.name, waiter.seq)
         elif message.startswith(HOSTED) and type(waiter) is Hosting:
@@ -373,6 +413,25 @@ class WorkerLink:
                     self._pending.appendleft(waiter)
             msg = f"a message starting {message[:4]!r} while waiting for {type(waiter).__name__}"
             raise _ProtocolError(msg)
+
+    def _go_on(self, call: _Call, outcome: Outcome) -> None:
+        """A partial outcome of ``call``: hand its slice on (the engine may wait for room in
+        the graph's budget meanwhile, the worker waiting too), then send the go-ahead."""
+        outputs = outcome.outputs
+        outcome.outputs = []
+        try:
+            again = call.take_slice(outputs)
+        except Exception:  # the engine's spill never raises; the worker must go on if it does
+            log.exception("process.spill.failed node=%r seq=%d", call.name, call.seq)
+            again = False
+        del outputs
+        frame = GO_ON + (b"\x01" if again else b"\x00")
+        with self._lock:
+            if self._lost or self._stopping:
+                return  # (a stopping worker gets STOP, which ends the call there)
+            if self._out or self._sending or self._partial or not self._write_now(frame):
+                self._out.append(frame)
+                self._wake.notify()
 
     def _lose(self, how: str) -> None:
         """The worker is gone: say how, and fail (or drop, when stopping) every waiter."""

@@ -49,7 +49,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ...packets._packet import BufferAllocator
-    from .._invocation import Complete, NodeRecipe
+    from .._invocation import Complete, NodeRecipe, Spill
     from ._link import Hosting
 
 __all__ = ["ProcessPoolExecutor"]
@@ -350,8 +350,13 @@ class ProcessPoolExecutor(OnCallerTasks):
                 f"in worker process {link.pid} of executor `{self.name}`: {text}; move the class into a module "
                 "the workers can import (on sys.path), or name its file in the graph's `imports:`")
 
-    def invoke(self, invocation: Invocation, complete: Complete) -> None:
+    def invoke(self, invocation: Invocation, complete: Complete, spill: Spill | None = None) -> None:
         """Send one callback to the worker hosting its node; ``complete`` runs when it answers.
+
+        A ``process`` call that stages ``SPILL_SLICE`` packets on a port sends them ahead in a
+        partial outcome and waits: ``spill`` (on the worker's receiving thread) delivers them
+        and waits for room in the graph's budget, then the worker goes on. Without ``spill``
+        the slices are kept here and come with the call's outcome.
 
         Returns at once (the frame is queued; a sender thread writes it). ``complete`` is called
         exactly once: on the worker's receiving thread with the outcome (of the last replica to
@@ -366,9 +371,10 @@ class ProcessPoolExecutor(OnCallerTasks):
             msg = f"invoke: node {node} is not hosted on executor `{self.name}`"
             complete(failed_outcome(invocation, UsageError(msg), outputs))
             return
-        self._send(replicas, invocation, outputs, complete)
+        self._send(replicas, invocation, outputs, complete, spill)
 
-    def _send(self, replicas: Replicas, invocation: Invocation, outputs: int, complete: Complete) -> None:
+    def _send(self, replicas: Replicas, invocation: Invocation, outputs: int, complete: Complete,
+              spill: Spill | None) -> None:
         """Queue ``invocation`` for the replica that runs it: one for ``process``, each for
         ``open`` and ``close`` (one outcome for the engine: see the class docstring)."""
         node, seq = invocation.node, invocation.seq
@@ -380,10 +386,10 @@ class ProcessPoolExecutor(OnCallerTasks):
             complete = self._unless_broken(node, seq, outputs, complete)
         links = self._links  # read once: ``shutdown`` swaps the list
         if len(replicas) == 1:
-            self._call(links, replicas.slots[0], invocation, outputs, complete)
+            self._call(links, replicas.slots[0], invocation, outputs, complete, spill)
         elif invocation.phase == PHASE_PROCESS:
             k = replicas.pick()
-            self._call(links, replicas.slots[k], invocation, outputs, _releasing(replicas, k, complete))
+            self._call(links, replicas.slots[k], invocation, outputs, _releasing(replicas, k, complete), spill)
         else:
             name = links[replicas.slots[0]].nodes.get(node, f"#{node}") if links else f"#{node}"
             phase = "open" if invocation.phase == PHASE_OPEN else "close"
@@ -392,7 +398,7 @@ class ProcessPoolExecutor(OnCallerTasks):
                 self._call(links, slot, invocation, outputs, gather.part(k))
 
     def _call(self, links: list[WorkerLink], slot: int, invocation: Invocation, outputs: int,
-              complete: Complete) -> None:
+              complete: Complete, spill: Spill | None = None) -> None:
         """``WorkerLink.call`` on the worker of ``slot`` (its replacement, when it died and restarts
         are on). The frame is encoded for that worker: its arena slot is credited with the blocks."""
         node, seq = invocation.node, invocation.seq
@@ -409,7 +415,7 @@ class ProcessPoolExecutor(OnCallerTasks):
         except UsageError as exc:
             complete(failed_outcome(invocation, exc, outputs))
             return
-        link.call(link.new_call(node, seq, outputs, complete, (invocation.inputs, invocation.batch)), frame)
+        link.call(link.new_call(node, seq, outputs, complete, (invocation.inputs, invocation.batch), spill), frame)
 
     def _unless_broken(self, node: int, seq: int, outputs: int, complete: Complete) -> Complete:
         """``complete``, with a failure instead of the outcome once the node could not be

@@ -13,7 +13,8 @@ the array (``sole_holder``); a copy the message itself made (inline, or written 
 is the receiver's alone. Otherwise the receiver's array is read-only and ``make_mutable``
 copies it once.
 
-Layout: ``MAGIC``, version (u8), 3 zero bytes, buffer count (u32), header length (u64); per
+Layout: ``MAGIC``, version (u8), flags (u8: ``PARTIAL`` for a partial outcome, which the
+receiver must know before it decodes one), 2 zero bytes, buffer count (u32), header length (u64); per
 buffer a kind (u64: 0 inline, 1 arena) and two u64 (inline: its length, 0; arena: its offset,
 its length); the header; then the inline buffers, each aligned to 64 bytes.
 """
@@ -41,10 +42,13 @@ if TYPE_CHECKING:
     from ...packets import Packet
     from ._arena import Arena
 
-__all__ = ["decode_invocation", "decode_outcome", "encode_invocation", "encode_outcome"]
+__all__ = ["decode_invocation", "decode_outcome", "encode_invocation", "encode_outcome", "is_partial"]
 
 VERSION: Final = 2
-_PREFIX: Final = struct.Struct("<4sB3xIQ")
+_PREFIX: Final = struct.Struct("<4sBB2xIQ")
+_FLAGS_AT: Final = 5
+PARTIAL: Final = 1
+"""The flag of a frame that holds a partial outcome (``Outcome.partial``)."""
 _REF: Final = struct.Struct("<QQQ")
 _INLINE: Final = 0
 _ARENA: Final = 1
@@ -72,9 +76,16 @@ def encode_outcome(outcome: Outcome, arena: Arena, to_slot: int) -> bytes:
     packets = [p for port in outcome.outputs for p in port]
     reducers = _reducers(arena, packets, to_slot)
     del packets
+    flags = PARTIAL if outcome.partial else 0
     if reducers is None and outcome.exception is None:
-        return _plain(outcome)
-    return _frame(codec.encode_outcome(outcome, reducers), arena, to_slot)
+        return _plain(outcome, flags)
+    return _frame(codec.encode_outcome(outcome, reducers), arena, to_slot, flags)
+
+
+def is_partial(frame: bytes | memoryview) -> bool:
+    """Whether ``frame`` holds a partial outcome (read before decoding it: the call it belongs
+    to still runs, and keeps its inputs held)."""
+    return len(frame) > _FLAGS_AT and frame[_FLAGS_AT] & PARTIAL != 0
 
 
 def decode_invocation(frame: bytes | memoryview, arena: Arena) -> Invocation:
@@ -174,7 +185,7 @@ def _arrived(arr: npt.NDArray[np.generic], code: int, external: bool, exclusive:
 # -- frames ---------------------------------------------------------------------------------------
 
 
-def _plain(message: Invocation | Outcome) -> bytes:
+def _plain(message: Invocation | Outcome, flags: int = 0) -> bytes:
     """A message without buffers (most are): one plain pickle, no table, no buffer list.
 
     Raises:
@@ -185,10 +196,10 @@ def _plain(message: Invocation | Outcome) -> bytes:
     except Exception as exc:
         msg = f"encode: cannot pickle {type(message).__name__}: {type(exc).__name__}: {exc}"
         raise UsageError(msg) from None
-    return _PREFIX.pack(codec.MAGIC, VERSION, 0, len(header)) + header
+    return _PREFIX.pack(codec.MAGIC, VERSION, flags, 0, len(header)) + header
 
 
-def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int) -> bytes:
+def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int, flags: int = 0) -> bytes:
     raws = [pickle.PickleBuffer(b).raw() for b in encoded.buffers]
     refs: list[bytes] = []
     inline: list[memoryview] = []
@@ -209,7 +220,7 @@ def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int) -> bytes:
     if offsets:
         arena.credit(offsets, to_slot)
     del written
-    head = [_PREFIX.pack(codec.MAGIC, VERSION, len(raws), len(encoded.header)), *refs, encoded.header]
+    head = [_PREFIX.pack(codec.MAGIC, VERSION, flags, len(raws), len(encoded.header)), *refs, encoded.header]
     return codec.join_aligned(head, inline)
 
 
@@ -218,7 +229,7 @@ def _unframe(frame: bytes | memoryview, arena: Arena) -> codec.Encoded:
     if view.nbytes < _PREFIX.size:
         msg = f"a {view.nbytes}-byte message is shorter than a frame's prefix"
         raise UsageError(msg)
-    magic, version, count, header_len = _PREFIX.unpack_from(view)
+    magic, version, _, count, header_len = _PREFIX.unpack_from(view)
     if magic != codec.MAGIC or version != VERSION:
         msg = f"not a process-pool frame (starts {bytes(magic)!r}, version {version})"
         raise UsageError(msg)

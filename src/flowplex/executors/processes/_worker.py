@@ -8,6 +8,10 @@ before the first recipe is decoded.
 
 One thread runs every callback, in the order the messages arrive: invocations of one node
 stay in order, and a node keeps its one kernel instance (and its state) for the worker's life.
+A ``process`` call that stages ``SPILL_SLICE`` packets on a port sends them ahead as a partial
+outcome and waits for the host's go-ahead (``GO_ON``) before the kernel goes on, so that one
+call's output is held by the graph's budget as it is in the host's process; messages that come
+meanwhile wait their turn.
 The worker ignores SIGINT (the host handles Ctrl-C and stops its workers), exits when its pipe
 closes or the host asks it to, and when the process that started it is gone.
 
@@ -25,20 +29,26 @@ import pickle
 import signal
 import threading
 import time
+from collections import deque
 from typing import TYPE_CHECKING, Final, final
 
 from ..._reap import become_subreaper, kill_tree
 from ...errors import UsageError
+from ...kernels._context import PHASE_PROCESS, SPILL_NEVER, SPILL_SLICE
 from ...kernels._host import failed_outcome
 from ...packets._packet import set_buffer_allocator
+from .._invocation import Outcome
 from ..hosted import _codec as codec
 from ..hosted._hosting import NodeHosting
-from ..hosted._wire import HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest
+from ..hosted._wire import GO_ON, HOST, HOSTED, MAGIC, STOP, HostReply, HostRequest
 from . import _transfer as transfer
 from ._arena import Arena
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
+
+    from ...kernels._context import Context
+    from ...kernels._host import KernelHost
 
 
 __all__ = ["main"]
@@ -103,15 +113,23 @@ class _Worker:
     def __init__(self, conn: Connection, arena: Arena) -> None:
         self._conn = conn
         self._arena = arena
-        self._hosting = NodeHosting()
+        self._hosting = NodeHosting(spill=self._spill)
+        self._backlog: deque[bytes] = deque()
+        """Messages that came while a call waited for its go-ahead: served next, in order."""
+        self._stopping = False
+        """The host said stop, or went away, while a call waited for its go-ahead."""
 
     def serve(self) -> None:
         conn = self._conn
+        backlog = self._backlog
         while True:
-            try:
-                message = conn.recv_bytes()
-            except (EOFError, OSError):
-                return  # the host closed its end (or died)
+            if backlog:
+                message = backlog.popleft()
+            else:
+                try:
+                    message = conn.recv_bytes()
+                except (EOFError, OSError):
+                    return  # the host closed its end (or died)
             view = memoryview(message)
             if message.startswith(MAGIC):
                 reply = self._invoke(view)
@@ -127,6 +145,8 @@ class _Worker:
                 conn.send_bytes(reply)
             except OSError:
                 return
+            if self._stopping:
+                return
 
     # -- invocations ----------------------------------------------------------------------------
 
@@ -141,6 +161,62 @@ class _Worker:
             outcome = failed_outcome(invocation, exc, self._hosting.hosts.num_outputs(invocation.node))
             return transfer.encode_outcome(outcome, arena, 0)
 
+    def _spill(self, ctx: Context) -> None:
+        """``NodeInfo.spill`` of every context here: send what a ``process`` call staged so far
+        as a partial outcome (its buffers in the arena, as an outcome's), then wait for the
+        host's go-ahead, which says when the next slice comes (``Scheduler.spill``'s rule).
+
+        A payload that does not pickle stays staged, and the slices come at twice the count:
+        the call's outcome reports it, as it would without slices.
+
+        Raises:
+            _Stopped: The host stopped the pool or went away meanwhile: the call ends here.
+        """
+        if self._stopping:
+            raise _Stopped
+        if ctx._phase != PHASE_PROCESS:
+            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+            return
+        host: KernelHost = ctx._owner  # type: ignore[assignment]
+        outputs = ctx._out
+        # The outcome holds them alone (``_reducers`` counts references; ``emit``'s frame still
+        # holds the last packet, which therefore crosses as shared: a copy if written later).
+        ctx._out = [[] for _ in outputs]
+        outcome = Outcome(host.index, ctx.seq, outputs, partial=True)
+        del outputs
+        try:
+            frame = transfer.encode_outcome(outcome, self._arena, 0)
+        except UsageError:
+            ctx._out = outcome.outputs
+            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+            return
+        del outcome
+        try:
+            self._conn.send_bytes(frame)
+        except OSError:
+            self._stopping = True
+            raise _Stopped from None
+        del frame
+        again = self._await_go_on()
+        ctx._spill_at = SPILL_SLICE if again else min(ctx._spill_at * 2, SPILL_NEVER)
+
+    def _await_go_on(self) -> bool:
+        """The host's go-ahead for the partial outcome just sent: whether the next slice comes
+        after ``SPILL_SLICE`` packets. Other messages wait in the backlog."""
+        conn = self._conn
+        while True:
+            try:
+                message = conn.recv_bytes()
+            except (EOFError, OSError):
+                self._stopping = True
+                raise _Stopped from None
+            if message.startswith(GO_ON):
+                return message[1:2] == b"\x01"
+            if message == STOP:
+                self._stopping = True
+                raise _Stopped
+            self._backlog.append(message)
+
     # -- hosting ----------------------------------------------------------------------------------
 
     def _host(self, request: HostRequest) -> HostReply:
@@ -153,3 +229,12 @@ class _Worker:
             set_buffer_allocator(self._arena.new_array)
             old.close(unlink=False)
         return self._hosting.host(request)
+
+
+class _Stopped(BaseException):
+    """Raised in a kernel's ``emit`` when the pool stops (or its host goes away) while the call
+    waits for its go-ahead: it ends the call (a kernel's ``except Exception`` does not catch
+    it; ``KernelHost.run`` reports it as the call's error), and the worker then exits."""
+
+    def __init__(self) -> None:
+        super().__init__("the process pool stopped while this call waited to deliver its output")

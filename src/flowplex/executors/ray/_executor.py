@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
     from ...packets import Packet
     from ...spec._specs import NodeSpec
-    from .._invocation import Complete, Invocation, NodeRecipe
+    from .._invocation import Complete, Invocation, NodeRecipe, Spill
     from ..hosted._wire import HostReply
 
 __all__ = ["DEFAULT_MAX_BATCH", "DEFAULT_MAX_BATCH_DELAY_MS", "RayExecutor"]
@@ -321,9 +321,21 @@ class RayExecutor(OnCallerTasks):
         if failures:
             raise ConfigError(failures[0])
 
-    def invoke(self, invocation: Invocation, complete: Complete) -> None:
+    def invoke(self, invocation: Invocation, complete: Complete, spill: Spill | None = None) -> None:
         """Queue one callback for the actor of its node; ``complete`` runs when its batch is
-        answered (on the completion thread), or at once when it cannot be sent."""
+        answered (on the completion thread), or at once when it cannot be sent.
+
+        ``spill`` is not used: one call's output comes back whole, in its batch's answer, so a
+        ``process`` call that emits millions of packets holds them all in the actor and then
+        here (the process pool delivers them in slices). The actor has no channel back but
+        the answer of ``run``: slicing would need ``run`` to be a streaming generator
+        (``num_returns="streaming"``, held back by Ray while this process has not consumed its
+        last slice) with the kernel on a thread of its own in the actor (``emit`` cannot yield
+        from inside ``process``), and lanes that read a batch as a stream of slices and
+        outcomes. Their one ``Completions`` thread serves every actor of the executor, so it
+        must not wait for the budget on one node's behalf: each streaming lane would need a
+        thread of its own for that wait. Left for later (issue 25).
+        """
         node = self._nodes.get(invocation.node)
         if node is None:
             msg = f"invoke: node {invocation.node} is not hosted on executor `{self.name}`"
