@@ -18,9 +18,9 @@ import pytest
 import flowplex
 from flowplex.errors import BrokenError, KernelError
 from flowplex.executors._invocation import Invocation, NodeRecipe, Outcome
+from flowplex.executors.processes import ProcessPoolExecutor
 from flowplex.kernels import kernel_class
 from flowplex.kernels._context import PHASE_PROCESS
-from flowplex.executors.processes import ProcessPoolExecutor
 from flowplex.spec import NodeSpec, PortSpec
 
 from .conftest import WAIT_S, alive, pool_yaml
