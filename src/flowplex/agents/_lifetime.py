@@ -58,6 +58,8 @@ from .._reap import (
 )
 
 log = logging.getLogger(__name__)
+_hard_exit: Final = os._exit
+"""How the forked supervisor ends: at once, with no clean-up of the state it inherited."""
 
 __all__ = [
     "Proc", "become_subreaper", "command_group", "death_signal_hook", "descendants", "end_processes",
@@ -95,7 +97,7 @@ def death_signal_hook() -> Callable[[], None] | None:
     def hook() -> None:  # runs in the child, between fork and exec
         set_death_signal(signal.SIGKILL)
         if os.getppid() != parent:
-            os._exit(1)
+            _hard_exit(1)
 
     return hook
 
@@ -115,7 +117,7 @@ def supervised_hook() -> Callable[[], None] | None:
     def hook() -> None:
         set_death_signal(_DEATH_SIGNAL)
         if os.getppid() != parent:
-            os._exit(1)  # flowplex died before the signal was set: it will never come
+            _hard_exit(1)  # flowplex died before the signal was set: it will never come
         become_subreaper()
         supervisor = os.getpid()
         command = os.fork()
@@ -127,7 +129,7 @@ def supervised_hook() -> Callable[[], None] | None:
         except BaseException:  # never back into ptyprocess's child code: this process must end here
             with contextlib.suppress(BaseException):
                 kill_tree()
-            os._exit(EXIT_SUPERVISOR_FAILED)
+            _hard_exit(EXIT_SUPERVISOR_FAILED)
 
     return hook
 
@@ -136,7 +138,7 @@ def _become_command(supervisor: int) -> None:
     """In the command, before ``exec``: die with the supervisor, lead a foreground group of its own."""
     set_death_signal(signal.SIGKILL)
     if os.getppid() != supervisor:
-        os._exit(1)
+        _hard_exit(1)
     os.setpgid(0, 0)
     # A background group that sets the foreground group gets SIGTTOU unless it ignores it.
     old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
@@ -173,7 +175,7 @@ def _supervise(parent: int, command: int) -> None:
             _pass_on(status)
         if os.getppid() != parent:
             kill_tree()
-            os._exit(EXIT_ORPHANED)
+            _hard_exit(EXIT_ORPHANED)
         info = signal.sigtimedwait(_WAITED, _PARENT_CHECK_S)
         if (info is not None and info.si_signo in _FORWARDED and info.si_code == _SI_USER
                 and info.si_pid != parent and os.getppid() == parent):
@@ -205,8 +207,8 @@ def _pass_on(status: int) -> None:
             signal.signal(sig, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {sig})
         os.kill(os.getpid(), sig)
-        os._exit(128 + sig)  # a signal whose default is not to terminate (never a command's death)
-    os._exit(os.waitstatus_to_exitcode(status))
+        _hard_exit(128 + sig)  # a signal whose default is not to terminate (never a command's death)
+    _hard_exit(os.waitstatus_to_exitcode(status))
 
 
 def command_group(supervisor: int) -> int:

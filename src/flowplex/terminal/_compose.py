@@ -14,7 +14,7 @@ from ..transport import AgentType
 from ..transport._format import COLOURS
 from ._sanitize import safe_label
 from ._text import char_width, display_width
-from ._vt import BLANK, Cell
+from ._vt import BLANK, Cell, restyle
 
 __all__ = ["AGENT_FG", "Box", "border_rows", "status_row", "text_cells", "ticker_row"]
 
@@ -53,11 +53,11 @@ def text_cells(text: str, width: int, style: Cell = BLANK, *, pad: bool = True) 
             continue
         if len(cells) + w > width:
             break
-        cells.append(style._replace(data=ch))
+        cells.append(restyle(style, data=ch))
         if w == 2:
-            cells.append(style._replace(data=""))
+            cells.append(restyle(style, data=""))
     if pad:
-        cells.extend([style._replace(data=" ")] * (width - len(cells)))
+        cells.extend([restyle(style, data=" ")] * (width - len(cells)))
     return cells
 
 
@@ -72,7 +72,7 @@ def border_rows(
     """The top row (with ``title`` on the left and ``note`` on the right), the bottom row and the
     side cell of a box ``width`` cells wide."""
     box = (HEAVY if focused else LIGHT) if unicode else (ASCII_FOCUS if focused else ASCII)
-    h = style._replace(data=box.h)
+    h = restyle(style, data=box.h)
     inner = max(0, width - 2)
     top = [h] * inner
     label_cells = text_cells(f" {title} ", max(0, inner - 2), style, pad=False) if title else []
@@ -83,10 +83,10 @@ def border_rows(
         start = inner - 1 - len(note_cells)
         top[start : start + len(note_cells)] = note_cells
     if width < 2:
-        return [h] * width, [h] * width, style._replace(data=box.v)
-    top_row = [style._replace(data=box.tl), *top[:inner], style._replace(data=box.tr)]
-    bottom_row = [style._replace(data=box.bl), *([h] * inner), style._replace(data=box.br)]
-    return top_row, bottom_row, style._replace(data=box.v)
+        return [h] * width, [h] * width, restyle(style, data=box.v)
+    top_row = [restyle(style, data=box.tl), *top[:inner], restyle(style, data=box.tr)]
+    bottom_row = [restyle(style, data=box.bl), *([h] * inner), restyle(style, data=box.br)]
+    return top_row, bottom_row, restyle(style, data=box.v)
 
 
 def status_row(width: int, left: str, right: str) -> list[Cell]:

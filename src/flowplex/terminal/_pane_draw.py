@@ -18,7 +18,7 @@ from ._compose import agent_style, border_rows, status_row, text_cells, ticker_r
 from ._diff import Canvas, FrameEncoder, blank_canvas
 from ._layout import Layout, Rect, View
 from ._pane_board import FrameWork, Pane, PaneBoard
-from ._vt import Cell
+from ._vt import Cell, restyle
 
 __all__ = ["NORMAL_HINTS", "SYNC_BEGIN", "SYNC_END", "TYPING_HINTS", "PaneDrawer"]
 
@@ -297,7 +297,7 @@ def _highlight(cells: list[Cell], x0: int, x1: int) -> list[Cell]:
     """``cells`` with the search match ``x0:x1`` in reverse video."""
     out = list(cells)
     for x in range(max(0, x0), min(len(out), x1)):
-        out[x] = out[x]._replace(reverse=not out[x].reverse)
+        out[x] = restyle(out[x], reverse=not out[x].reverse)
     return out
 
 

@@ -53,6 +53,14 @@ Cell = Char
 ``fg``, ``bg``, ``bold``, ``italics``, ``underscore``, ``strikethrough``, ``reverse``, ``blink``."""
 
 BLANK: Final = Char(" ")
+
+
+def restyle(cell: Cell, **changes: Any) -> Cell:
+    """``cell`` with some fields changed (``data``, ``reverse``...): the one place that calls
+    pyte's named-tuple ``_replace``, so the parts that draw cells need not know pyte's type."""
+    return cell._replace(**changes)
+
+
 DATA: Final = itemgetter(0)
 _DECCOLM_PRIVATE: Final = 3
 _ALT_SCREEN_CURSOR: Final = 1049  # alternate screen, saving the cursor on entry
@@ -72,7 +80,7 @@ class _CellCache(dict[str, Char]):
         self.attrs = attrs
 
     def __missing__(self, ch: str) -> Char:
-        cell: Char = self.attrs._replace(data=ch)
+        cell: Char = restyle(self.attrs, data=ch)
         self[ch] = cell
         return cell
 
@@ -194,11 +202,11 @@ class _FastScreen(pyte.Screen):
         if not cell.data:
             return False
         joined = cell.data + ch
-        line[x] = cell._replace(data=joined)
+        line[x] = restyle(cell, data=joined)
         self.dirty.add(y)
         if (y == self.cursor.y and x == self.cursor.x - 1 and x + 1 < self.columns
                 and wcswidth(joined) == 2 and wcswidth(cell.data) == 1):
-            line[x + 1] = cell._replace(data="")
+            line[x + 1] = restyle(cell, data="")
             self.cursor.x += 1
         return True
 
@@ -649,7 +657,7 @@ def safe_cells(cells: list[Char]) -> list[Char]:
             i += 1
             continue
         if d == "":
-            out.append(c._replace(data=" "))
+            out.append(restyle(c, data=" "))
             i += 1
             continue
         width = _checked_width(d)
@@ -661,7 +669,7 @@ def safe_cells(cells: list[Char]) -> list[Char]:
         if width == 1:
             out.append(c)
         else:
-            out.append(c._replace(data=" " if width == 2 else "?"))
+            out.append(restyle(c, data=" " if width == 2 else "?"))
         i += 1
     return out
 
