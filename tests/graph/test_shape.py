@@ -18,14 +18,14 @@ GRAPH = Path(flowplex.graph.__file__).parent
 
 PARTS = (
     "_args", "_nodes", "_timers", "_watchdog", "_engine_common", "_status", "_budget", "_blocking", "_claims",
-    "_delivery", "_closing", "_sources", "_seam", "_loop", "_pump", "_stalls", "_admission", "_waiting", "_io",
-    "_snapshot", "_engine", "_build", "_async", "_graph", "__init__",
+    "_delivery", "_closing", "_sources", "_seam", "_output", "_loop", "_pump", "_stalls", "_admission", "_waiting",
+    "_io", "_snapshot", "_engine", "_build", "_async", "_graph", "__init__",
 )
 """Every module of ``flowplex.graph``, lowest first: a module imports only modules before it."""
 
-TYPE_ONLY_UPWARD = {("_nodes", "_io"), ("_loop", "_io"), ("_waiting", "_io"), ("_async", "_graph")}
-"""Type hints that name a higher module (never imported at run time): ``Poller`` is both a queue
-the data path fills and the host's endpoint, and the asyncio driver is handed its ``Graph``."""
+TYPE_ONLY_UPWARD = {("_nodes", "_output"), ("_async", "_graph")}
+"""Type hints that name a higher module (never imported at run time): an edge lists its pollers'
+queues, which know their edge, and the asyncio driver is handed its ``Graph``."""
 
 FACADES = {"Graph"}
 """Public classes whose size is lm-flow's API, not engine logic (they only delegate)."""

@@ -221,7 +221,7 @@ class Graph:
         check_name(overflow, "add_poller", "overflow")
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "add_poller")
-        poller = self._engine.add_poller(edge, observe_timestamp_bounds, capacity, overflow)
+        poller = Poller(self._engine.waits, self._engine.add_poller(edge, observe_timestamp_bounds, capacity, overflow))
         self._pollers.append(poller)
         return poller
 

@@ -45,8 +45,8 @@ if TYPE_CHECKING:
     from ._closing import Closing
     from ._delivery import Delivery
     from ._engine_common import Calls, Submission
-    from ._io import Poller
     from ._nodes import Edge, InPort, Node
+    from ._output import OutputQueue
     from ._sources import FailureHandler, Sources
     from ._status import Status
 
@@ -490,7 +490,7 @@ class Scheduler:
             release_inputs(ctx)
             edge = node.out_edge
             port: InPort | None = None
-            poller: Poller | None = None
+            poller: OutputQueue | None = None
             if edge is not None:
                 port = edge.solo
                 if port is None:
@@ -523,7 +523,7 @@ class Scheduler:
             ctx = nxt
 
     def _hop_land(self, node: Node, ctx: Context, edge: Edge | None, port: InPort | None,
-                  poller: Poller | None) -> tuple[Context | None, list[Submission]]:
+                  poller: OutputQueue | None) -> tuple[Context | None, list[Submission]]:
         """Under the lock: finish a hop invocation and land its one packet (if any).
 
         Returns ``ctx`` when ``complete`` must take over (decided under the lock), the
@@ -556,7 +556,7 @@ class Scheduler:
                     edge.published = b
                 if poller is not None:
                     # A graph output that only one unbounded poller reads.
-                    poller._queue.append(p)
+                    poller.packets.append(p)
                     budget.add_one(p)
                 elif port is not None:
                     # ``deliver_solo``, then ``schedule`` of the consumer.

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from ..kernels._context import Context, NodeInfo
     from ..packets import Packet
     from ..spec._specs import NodeSpec
-    from ._io import Poller
+    from ._output import OutputQueue
 
 Observer = Callable[["Packet"], object]
 
@@ -79,19 +79,19 @@ class Edge:
         self.producer = producer
         self.is_graph_input = producer is None
         self.consumers: list[InPort] = []
-        self.pollers: list[Poller] = []
+        self.pollers: list[OutputQueue] = []
         self.observers: list[Observer] = []
-        self.bound_pollers: list[Poller] = []
+        self.bound_pollers: list[OutputQueue] = []
         self.bound_observers: list[Observer] = []
         self.closed = False
         self.dropped = 0
         self.last_sent = TS_UNSET
         self.published = TS_UNSTARTED
-        self.blocking: list[Poller] = []
+        self.blocking: list[OutputQueue] = []
         """Bounded pollers with the ``block`` policy (they bound graph-input sends)."""
         self.solo: InPort | None = None
         """The only consumer port when it is plain and nobody subscribes (delivery fast path)."""
-        self.sole_poller: Poller | None = None
+        self.sole_poller: OutputQueue | None = None
         """The only reader when it is one unbounded poller (a graph output: delivery fast path)."""
 
     def update_solo(self) -> None:
