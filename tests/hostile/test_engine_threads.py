@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import flowplex
+from flowplex.engine import _timers
 from flowplex.executors import ThreadPoolExecutor
-from flowplex.graph import _timers
 from flowplex.processes import _transfer
 from flowplex.testing import default_executor
 

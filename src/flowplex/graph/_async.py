@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING
 from .._events import DoneEvent, OutputEvent, PacketEvent, TimestampBoundEvent
 from .._state import GraphState
 from .._timestamps import TS_DONE
+from ..engine._engine import TERMINATED
 from ..errors import StateError, Timeout
 from ._args import check_grace
-from ._engine import TERMINATED
 
 if TYPE_CHECKING:
     from ._graph import Graph

@@ -13,13 +13,13 @@ from .._log import kernel_log
 from .._state import GraphState
 from .._suggest import suggest
 from .._types import PathLike
+from ..engine._build import build_engine
+from ..engine._engine import INITIALIZED, TERMINATED, Engine
 from ..errors import StateError, UnknownPortError
 from ..packets import Packet, new_buffer, to_packet
 from ..spec._plan import GraphPlan, build_plan
 from ..spec._specs import GraphSpec
 from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
-from ._build import build_engine
-from ._engine import INITIALIZED, TERMINATED, Engine
 from ._io import Input, Poller
 
 if TYPE_CHECKING:
