@@ -184,6 +184,39 @@ def test_config_and_kernels_do_not_import_the_engine() -> None:
     assert wrong == []
 
 
+def _module_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports, type hints and lazy imports included."""
+    files = {_module_name(path)[0]: path for package in packages for path in sorted((SRC / package).glob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = _module_name(path)[1]
+        deps: set[str] = set()
+        for node, _guarded in _import_statements(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            else:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+                module = ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
+                candidates = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            deps |= {c for c in candidates if c in files and c != name}
+        graph[name] = deps
+    return graph
+
+
+def test_the_module_graph_reader_sees_type_only_imports() -> None:
+    """Guards the reader: a known type-only import (the pollers' queues in a node's edges) is an edge."""
+    graph = _module_graph(("engine", "graph"))
+    assert "flowplex.engine._budget" in graph["flowplex.engine._nodes"]  # under TYPE_CHECKING there
+    assert "flowplex.engine._engine" in graph["flowplex.graph._graph"]
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter({"a": {"b"}, "b": {"a"}}).prepare()
+
+
+def test_no_module_cycle_in_the_engine_and_the_facade_even_through_type_hints() -> None:
+    """``flowplex.engine`` and ``flowplex.graph``: modules import one way, ``TYPE_CHECKING`` included."""
+    graphlib.TopologicalSorter(_module_graph(("engine", "graph"))).prepare()  # raises CycleError naming it
+
+
 @cache
 def _loaded_parts(statement: str) -> frozenset[str]:
     code = f"import sys\n{statement}\nprint(' '.join(sorted(m for m in sys.modules if m.startswith('flowplex.'))))"

@@ -108,7 +108,7 @@ class Delivery:
         q.extend(packets)
         self.budget.add(packets)
         if len(q) > port.peak:
-            self.budget.new_peak(edge, port)
+            port.new_peak(edge.name, self.budget.soft_limit)
         claims.schedule(node)
 
     def deliver(self, edge: Edge, packets: list[Packet]) -> None:
@@ -151,7 +151,7 @@ class Delivery:
                 if port.fixed:
                     self._drop_overflow(edge, port)
                 if len(q) > port.peak:
-                    budget.new_peak(edge, port)
+                    port.new_peak(edge.name, budget.soft_limit)
                 if b > port.bound:
                     port.bound = b
             claims.schedule(port.node)

@@ -42,7 +42,7 @@ from ._delivery import Delivery
 from ._engine_common import Submission as Submission
 from ._engine_common import Work as Work
 from ._loop import Scheduler, Tracer, call_observers
-from ._output import OutputQueue
+from ._nodes import OutputQueue
 from ._pump import Pump
 from ._seam import recipe_of
 from ._snapshot import take_snapshot

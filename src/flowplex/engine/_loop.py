@@ -31,8 +31,8 @@ from ..kernels._host import describe_failure as _describe
 from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
-from ._engine_common import _is_power_of_two, _output_type_error, input_type_error
-from ._nodes import takes_at_once
+from ._engine_common import _is_power_of_two
+from ._nodes import _output_type_error, input_type_error, takes_at_once
 from ._seam import apply_outcome, invocation_of
 from ._status import CREATED, INITIALIZED
 
@@ -45,8 +45,7 @@ if TYPE_CHECKING:
     from ._closing import Closing
     from ._delivery import Delivery
     from ._engine_common import Calls, Submission
-    from ._nodes import Edge, InPort, Node
-    from ._output import OutputQueue
+    from ._nodes import Edge, InPort, Node, OutputQueue
     from ._sources import FailureHandler, Sources
     from ._status import Status
 
@@ -570,7 +569,7 @@ class Scheduler:
                         q.append(p)
                         budget.add_one(p)
                         if len(q) > port.peak:
-                            budget.new_peak(edge, port)
+                            port.new_peak(edge.name, budget.soft_limit)
                         self.claims.schedule(consumer)
             # Claim the node again if input waits (a join: only a non-empty queue can make
             # it ready again), close it if it may.

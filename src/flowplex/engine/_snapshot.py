@@ -27,8 +27,7 @@ if TYPE_CHECKING:
     from ..executors import Executor
     from ._budget import Budget
     from ._loop import Scheduler
-    from ._nodes import Edge, InPort, Node
-    from ._output import OutputQueue
+    from ._nodes import Edge, InPort, Node, OutputQueue
     from ._status import Status
 
 __all__ = ["take_snapshot"]

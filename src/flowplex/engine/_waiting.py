@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from ._budget import Budget
     from ._closing import Closing
     from ._loop import Scheduler
-    from ._output import OutputQueue
+    from ._nodes import OutputQueue
     from ._pump import Pump
     from ._status import Status
 

@@ -262,7 +262,7 @@ class Graph:
         if self._driver is None:
             from ._async import AsyncDriver
 
-            self._driver = AsyncDriver(self)
+            self._driver = AsyncDriver(self, self._engine, lambda: self._closed)
         return self._driver
 
     def set_wakeup_callback(self, fn: Callable[[], object] | None) -> None:

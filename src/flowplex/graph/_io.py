@@ -6,15 +6,14 @@ import time
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, final
 
-from ..engine._output import OVERFLOW_POLICIES
+from ..engine._nodes import OVERFLOW_POLICIES
 from ..errors import WouldBlock
 from ..packets import Packet, to_packet
 from ._args import check_timeout, check_ts
 
 if TYPE_CHECKING:
     from ..engine._admission import Admission
-    from ..engine._nodes import Edge
-    from ..engine._output import OutputQueue
+    from ..engine._nodes import Edge, OutputQueue
     from ..engine._waiting import Waits
 
 __all__ = ["Input", "Poller"]
