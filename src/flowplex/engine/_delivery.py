@@ -59,16 +59,16 @@ class Delivery:
         invocation then waits as the node's blocked flush and no worker waits with it.
         """
         status = self.status
-        if node.limited and not status.halted and ctx._phase != PHASE_CLOSE and not self.blocking.fits(node, ctx):
+        if node.limited and not status.halted and ctx.phase != PHASE_CLOSE and not self.blocking.fits(node, ctx):
             return False
         discard = status.error is not None or status.cancelled  # after fits: it may record an error
-        bounds = ctx._bounds
+        bounds = ctx.bounds
         if bounds is not None:
-            ctx._bounds = None
-        if ctx._done is not None:
-            ctx._done = None
-        in_ts = ctx._ts
-        for o, staged in enumerate(ctx._out):
+            ctx.bounds = None
+        if ctx.in_done is not None:
+            ctx.in_done = None
+        in_ts = ctx.ts
+        for o, staged in enumerate(ctx.out_packets):
             edge = node.out_edges[o]
             if staged and not discard:
                 node.packets_out += len(staged)

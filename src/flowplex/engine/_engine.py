@@ -243,7 +243,7 @@ class Engine:
     def _open(self, node: Node, deadline: float | None) -> None:
         """Run ``node``'s open callback (here, on a helper thread, or on its executor's kernel host)."""
         ctx = node.contexts[-1]
-        ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
+        ctx.reset_for(TS_UNSTARTED, PHASE_OPEN)
         err: BaseException | None = None
         text = ""
         if self.watchdog is not None:
@@ -263,7 +263,7 @@ class Engine:
         finally:
             node.running_since = 0
             if not left:
-                for staged in ctx._out:
+                for staged in ctx.out_packets:
                     staged.clear()
         if text:
             with self.status.lock:

@@ -84,7 +84,7 @@ class Scheduler:
             if not node.remote:  # (a hosted kernel stages in its host, which ships one call's output)
                 node.info.spill = self.spill
                 for ctx in node.contexts:
-                    ctx._spill_at = SPILL_SLICE
+                    ctx.spill_at = SPILL_SLICE
 
     # -- outside the lock ---------------------------------------------------------------------
 
@@ -104,11 +104,11 @@ class Scheduler:
     def run(self, arg: object) -> None:
         """Executor entry point: run one claimed invocation or a close, then complete it."""
         ctx: Context = arg  # type: ignore[assignment]
-        node: Node = ctx._owner  # type: ignore[assignment]
+        node: Node = ctx.owner  # type: ignore[assignment]
         if node.remote:
             self._run_hosted(node, ctx)
             return
-        if ctx._phase == PHASE_CLOSE:
+        if ctx.phase == PHASE_CLOSE:
             self._run_close(node, ctx)
             return
         if node.hop and not self.timed:
@@ -132,8 +132,8 @@ class Scheduler:
                     err = exc
                     text = _describe(exc, ctx)
         release_inputs(ctx)
-        if ctx._batch is not None:
-            ctx._batch = None
+        if ctx.batch is not None:
+            ctx.batch = None
         if node.typed_outputs and not text:
             text = _output_type_error(node, ctx)
         self.complete(node, ctx, err, text)
@@ -150,7 +150,7 @@ class Scheduler:
         except BaseException as exc:
             if is_interrupt(exc):
                 node.running_since = 0
-                if ctx._phase == PHASE_PROCESS:
+                if ctx.phase == PHASE_PROCESS:
                     self._abandon(node, ctx)
                 raise
             err = exc
@@ -163,19 +163,19 @@ class Scheduler:
 
     def _measured(self, node: Node, ctx: Context, name: str, start: int, duration: int, copies: int) -> None:
         """Account one measured callback: node timings, the watchdog, the tracer."""
-        if ctx._phase == PHASE_PROCESS:  # node stats time `process` only (lm-flow's definition)
+        if ctx.phase == PHASE_PROCESS:  # node stats time `process` only (lm-flow's definition)
             node.record_time(duration)
             node.copies += copies
         if self.watchdog_ns and duration > self.watchdog_ns:
             log.warning("node `%s`: one %s took %.1f ms, exceeding watchdog %d ms", node.name,
                         name.capitalize(), duration / 1e6, self.watchdog_ns // 1_000_000)
         tracer = self.tracer
-        if tracer is not None and ctx._phase == PHASE_PROCESS:
-            tracer(node.name, name, ctx._ts, start, duration)
+        if tracer is not None and ctx.phase == PHASE_PROCESS:
+            tracer(node.name, name, ctx.ts, start, duration)
 
     def _abandon(self, node: Node, ctx: Context) -> None:
         """The user's Ctrl-C (``is_interrupt``) escaped a kernel: cancel the graph, keep counts straight."""
-        for out in ctx._out:
+        for out in ctx.out_packets:
             out.clear()
         status = self.status
         with status.lock:
@@ -202,7 +202,7 @@ class Scheduler:
     # -- one call emitting many packets --------------------------------------------------------
 
     def spill(self, ctx: Context) -> None:
-        """``emit`` staged ``ctx._spill_at`` packets on one port while the call runs: deliver all
+        """``emit`` staged ``ctx.spill_at`` packets on one port while the call runs: deliver all
         the call has staged so far, then hold the kernel until the graph's budget has room.
 
         Without this a call's output is staged whole before any of it is delivered, so one call
@@ -221,15 +221,15 @@ class Scheduler:
         must leave the whole flush blocked), no declared output types (checked at the end), and
         in ``process`` only.
         """
-        node: Node = ctx._owner  # type: ignore[assignment]
+        node: Node = ctx.owner  # type: ignore[assignment]
         status = self.status
         with status.lock:
-            if (ctx._phase != PHASE_PROCESS or status.halted or node.blocked or node.limited
+            if (ctx.phase != PHASE_PROCESS or status.halted or node.blocked or node.limited
                     or node.typed_outputs or node.max_in_flight != 1):
-                ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+                ctx.spill_at = min(ctx.spill_at * 2, SPILL_NEVER)
                 return
             delivery = self.delivery
-            for o, staged in enumerate(ctx._out):
+            for o, staged in enumerate(ctx.out_packets):
                 if staged:
                     edge = node.out_edges[o]
                     node.packets_out += len(staged)
@@ -244,9 +244,9 @@ class Scheduler:
             subs, calls = self.take_work()
         self.dispatch(subs, calls)
         if self._wait_for_room(node):
-            ctx._spill_at = SPILL_SLICE
+            ctx.spill_at = SPILL_SLICE
         else:
-            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+            ctx.spill_at = min(ctx.spill_at * 2, SPILL_NEVER)
 
     def _wait_for_room(self, node: Node) -> bool:
         """``spill``'s wait: until the budget has room (True) or nothing here can make it (False)."""
@@ -297,14 +297,14 @@ class Scheduler:
             self._flush_finished(node, ctx)
             if node.is_source:
                 # After the flush: the queue bound counts what this call emitted.
-                if ctx._source_done:
+                if ctx.source_finished:
                     node.source_done = True
                     node.closable = True
-                    ctx._source_done = False
+                    ctx.source_finished = False
                 elif not (status.cancelled or status.error is not None):
                     # (A yield after a cancel or a failure parks nothing: the source closes.)
                     self.sources.pace(node, ctx)
-                ctx._yield = None
+                ctx.yield_s = None
             if self.blocking.retry:
                 self._settle()
             self.claims.schedule(node)
@@ -374,17 +374,17 @@ class Scheduler:
 
     def fail(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
         """Discard a failed invocation's output; skip it or fail the graph; lock held."""
-        for out in ctx._out:
+        for out in ctx.out_packets:
             out.clear()
-        ctx._bounds = None
-        ctx._error_text = None
+        ctx.bounds = None
+        ctx.error_text = None
         node.errors += 1
         if node.on_error_skip:
             if _is_power_of_two(node.errors):
                 log.warning("node `%s`: skipping a failed packet (on_error=skip), %d so far: %s",
                             node.name, node.errors, text)
             return
-        self.status.record_error(node, err, text, ctx._ts)
+        self.status.record_error(node, err, text, ctx.ts)
         self.blocking.drop_blocked()
         for other in self.closing.nodes:
             if other is not node:
@@ -419,14 +419,14 @@ class Scheduler:
     def _run_hosted(self, node: Node, ctx: Context) -> None:
         """Send the callback to the kernel host of ``node``'s executor; complete what comes back."""
         text = ""
-        if ctx._phase == PHASE_PROCESS:
+        if ctx.phase == PHASE_PROCESS:
             if node.rate_period:
                 node.last_start = time.monotonic()
             if node.typed_inputs:
                 text = input_type_error(node, ctx)
         if text:
             release_inputs(ctx)
-            ctx._batch = None
+            ctx.batch = None
             self.complete(node, ctx, None, text)
             return
         invocation = invocation_of(node, ctx)
@@ -446,11 +446,11 @@ class Scheduler:
             err, text = apply_outcome(node, ctx, outcome)
             if self.timed:
                 node.running_since = 0
-                self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
+                self._measured(node, ctx, "close" if ctx.phase == PHASE_CLOSE else "process", outcome.started_ns,
                                outcome.duration_ns, outcome.copies)
             if not text and node.typed_outputs:
                 text = _output_type_error(node, ctx)
-            if ctx._phase == PHASE_CLOSE:
+            if ctx.phase == PHASE_CLOSE:
                 self._close_complete(node, ctx, err, text)
             else:
                 self.complete(node, ctx, err, text)
@@ -494,7 +494,7 @@ class Scheduler:
                 port = edge.solo
                 if port is None:
                     poller = edge.sole_poller
-                if (port is None and poller is None) or len(ctx._out[0]) != 1 or ctx._bounds is not None:
+                if (port is None and poller is None) or len(ctx.out_packets[0]) != 1 or ctx.bounds is not None:
                     self.complete(node, ctx, None, "")
                     return
             nxt, subs = self._hop_land(node, ctx, edge, port, poller)
@@ -508,7 +508,7 @@ class Scheduler:
                 follow = self._hop_follow(executor, backlog, subs)
                 if follow is None:
                     return
-                node = follow._owner  # type: ignore[assignment]
+                node = follow.owner  # type: ignore[assignment]
                 ctx = follow
                 continue
             if backlog or not port.chained or self.timed:  # type: ignore[union-attr]
@@ -542,12 +542,12 @@ class Scheduler:
             node.processed += 1
             node.in_flight = 0
             node.next_flush = ctx.seq + 1
-            ctx._done = None
+            ctx.in_done = None
             node.contexts.append(ctx)
             status.busy -= 1  # this invocation is done (a hand-over below counts the next one)
             if edge is not None:
                 # What ``deliver`` does for one packet, up to where it lands.
-                p = ctx._out[0].pop()
+                p = ctx.out_packets[0].pop()
                 node.packets_out += 1
                 ts = p._ts
                 b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
@@ -603,10 +603,10 @@ class Scheduler:
         if len(subs) == 1 and backlog is not None and not backlog:
             ex, task, arg = subs[0]
             claimed: Context = arg  # type: ignore[assignment]
-            owner: Node = claimed._owner  # type: ignore[assignment]
+            owner: Node = claimed.owner  # type: ignore[assignment]
             # One invocation claimed (a join made ready), for this runs-on-caller executor
             # with nothing queued before it. (Closes run the close phase: not a hop.)
-            if ex is executor and task is self._run and owner.hop and claimed._phase != PHASE_CLOSE and not self.timed:
+            if ex is executor and task is self._run and owner.hop and claimed.phase != PHASE_CLOSE and not self.timed:
                 return claimed
         for ex, task, arg in subs:
             ex.submit(task, arg)
@@ -639,6 +639,6 @@ def call_observers(calls: Calls) -> None:
 def release_inputs(ctx: Context) -> None:
     """Drop the invocation's input handles before its output is flushed, so that downstream
     ``take_input`` sees exclusive payloads (and may write in place)."""
-    inputs = ctx._in
+    inputs = ctx.in_packets
     for i in range(len(inputs)):
         inputs[i] = None

@@ -355,7 +355,7 @@ def batch_plan(node: Node) -> tuple[list[int], int] | None:
 def input_type_error(node: Node, ctx: Context) -> str:
     """Why the claimed inputs break the node's declared input types ("" when they do not)."""
     for i, want in enumerate(node.in_types):
-        p = ctx._in[i]
+        p = ctx.in_packets[i]
         if want and p is not None and p._tid != want:
             hint = " (packets of type id 0 only pass ports declared `any`)" if p._tid == 0 else ""
             return (f"input port `{node.inputs[i].name}` type mismatch: contract declares {type_name(want)}, "
@@ -368,7 +368,7 @@ def _output_type_error(node: Node, ctx: Context) -> str:
     for o, want in enumerate(node.out_types):
         if not want:
             continue
-        for p in ctx._out[o]:
+        for p in ctx.out_packets[o]:
             if p._value is not None and p._tid != want:
                 return (f"output port `{node.out_edges[o].name}` type mismatch: contract declares "
                         f"{type_name(want)}, emitted {type_name(p._tid)}")
