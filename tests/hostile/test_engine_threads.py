@@ -141,7 +141,7 @@ def test_a_task_raising_past_the_engine_on_a_worker_fails_the_graph_naming_the_n
         real = engine.claims.task
 
         def task(arg: object) -> None:
-            if getattr(arg, "_owner", None) is engine.nodes[1] and threading.current_thread().name != "MainThread":
+            if getattr(arg, "owner", None) is engine.nodes[1] and threading.current_thread().name != "MainThread":
                 raise MemoryError("injected")
             real(arg)
 
