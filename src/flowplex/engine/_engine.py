@@ -408,7 +408,7 @@ class Engine:
             eng = engine()
             if eng is None:
                 return
-            owner = getattr(arg, "_owner", None)  # a task's argument is a context of its node
+            owner = getattr(arg, "owner", None)  # a task's argument is a call (context) of its node
             node = owner if owner in eng.nodes else next((n for n in eng.nodes if n.executor is executor), None)
             eng.thread_failed(node, exc, where, arg is not None)
 
