@@ -79,11 +79,7 @@ class Admission:
                 ) or has_room(budget, edge):
                     edge.last_sent = ts
                     packet._owned = False
-                    port = edge.solo
-                    if port is not None:
-                        self.delivery.deliver_solo(edge, port, [packet])
-                    else:
-                        self.delivery.deliver(edge, [packet])
+                    self.delivery.flush_port(edge, [packet])
                     self.scheduler.settle_locked()
                     return self.scheduler.take_work()
                 if not wait:

@@ -62,6 +62,32 @@ class Budget:
             if tid >= _STR or tid == _BYTES:
                 self.queued_bytes -= payload_bytes(p)
 
+    def add_again(self, packets: list[Packet], nbytes: int) -> int:
+        """Book ``packets`` entering one more queue (a fan-out); returns their byte count.
+
+        ``nbytes`` is that count when an earlier queue of the same fan-out measured it, -1 if
+        none did yet: a fan-out to many queues sizes its payloads once.
+        """
+        self.queued += len(packets)
+        if self.limit_bytes:
+            if nbytes < 0:
+                nbytes = _buffer_bytes(packets)
+            self.queued_bytes += nbytes
+        return nbytes
+
+    def replace(self, added: list[Packet], removed: list[Packet]) -> None:
+        """Book a lossy queue taking ``added`` and pushing ``removed`` out (a bounded poller)."""
+        self.queued += len(added) - len(removed)
+        if self.limit_bytes:
+            self.queued_bytes += _buffer_bytes(added) - _buffer_bytes(removed)
+
+    def add_uncounted(self, n: int) -> None:
+        """Book ``n`` packets whose bytes are not counted entering (negative: leaving) a queue.
+
+        Feedback registers (they keep one value each) and a poller's bound markers (no payload).
+        """
+        self.queued += n
+
     def under(self) -> bool:
         """Below both watermarks (ignoring blocking pollers)."""
         return ((not self.limit_packets or self.queued < self.limit_packets)

@@ -53,6 +53,10 @@ class Claims:
         self.out = []
         return out
 
+    def submit(self, node: Node, ctx: Context) -> None:
+        """Queue claimed ``ctx`` of ``node`` for submission: the one writer of ``out``."""
+        self.out.append((node.executor, self.task, ctx))
+
     def schedule(self, node: Node) -> None:
         """Claim as many invocations of ``node`` as are ready."""
         if self.status.halted or not node.claimable or node.blocked:
@@ -83,14 +87,14 @@ class Claims:
             self.status.busy += 1
             if port.capacity and self.blocking.blocked:
                 self.blocking.retry_later(port)
-            self.out.append((node.executor, self.task, ctx))
+            self.submit(node, ctx)
             return
         # Finished-but-unflushed invocations still hold their contexts (claim-order flushing).
         while node.in_flight + len(node.pending) < node.max_in_flight:
             claimed = self.claim(node)
             if claimed is None:
                 return
-            self.out.append((node.executor, self.task, claimed))
+            self.submit(node, claimed)
 
     def claim(self, node: Node) -> Context | None:
         """Pop the inputs of one invocation into a free context, or None when none is ready."""
@@ -189,7 +193,7 @@ class Claims:
             if port.queue:
                 register = port.queue.popleft()
                 ctx.in_packets[port.index] = register
-                self.budget.queued -= 1  # feedback registers are not in the byte count
+                self.budget.add_uncounted(-1)  # feedback registers are not in the byte count
                 if ctx.batch is not None:
                     ctx.batch[port.index] = [register]  # read once per batch, like lm-flow
             else:

@@ -57,8 +57,7 @@ class Closing:
         ctx.reset_for(TS_DONE, PHASE_CLOSE)
         ctx.close_reason = (CloseReason.CANCELLED if status.cancelled
                             else CloseReason.ERROR if status.error is not None else CloseReason.NORMAL)
-        claims = self.claims
-        claims.out.append((node.executor, claims.task, ctx))
+        self.claims.submit(node, ctx)
 
     def rescan(self, nodes: tuple[Node, ...] | list[Node]) -> None:
         """Claim what is ready and close what may close, for each of ``nodes``."""
@@ -152,7 +151,7 @@ class Closing:
                 if not q:
                     continue
                 if port.is_back:  # feedback registers are not in the byte count
-                    self.budget.queued -= len(q)
+                    self.budget.add_uncounted(-len(q))
                 else:
                     self.budget.take(list(q))
                 held.extend(q)

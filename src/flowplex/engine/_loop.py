@@ -32,7 +32,7 @@ from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
 from ._engine_common import _is_power_of_two
-from ._nodes import _output_type_error, input_type_error, takes_at_once
+from ._nodes import _output_type_error, input_type_error
 from ._seam import apply_outcome, invocation_of
 from ._status import CREATED, INITIALIZED
 
@@ -558,19 +558,9 @@ class Scheduler:
                     poller.packets.append(p)
                     budget.add_one(p)
                 elif port is not None:
-                    # ``deliver_solo``, then ``schedule`` of the consumer.
-                    if b > port.bound:
-                        port.bound = b
-                    consumer = port.node
-                    if takes_at_once(consumer, port):
-                        nxt = self.claims.hand_over(consumer, port, p, ts)
-                    else:
-                        q = port.queue
-                        q.append(p)
-                        budget.add_one(p)
-                        if len(q) > port.peak:
-                            port.new_peak(edge.name, budget.soft_limit)
-                        self.claims.schedule(consumer)
+                    # ``deliver_solo`` of one packet: ``land`` it (the next call comes back
+                    # when the consumer takes it at once).
+                    nxt = self.delivery.land(edge, port, p, ts, b)
             # Claim the node again if input waits (a join: only a non-empty queue can make
             # it ready again), close it if it may.
             own = node.fast1

@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING, Final, final
 from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
 from ..errors import ConfigError
 from ..packets import Packet, type_name
-from ._engine_common import _buffer_bytes
 
 if TYPE_CHECKING:
     from ..executors import Executor
@@ -448,9 +447,7 @@ class OutputQueue:
             added = packets
             q.extend(packets)
             removed = lost = [q.popleft() for _ in range(max(0, len(q) - cap))]
-        budget.queued += len(added) - len(removed)
-        if budget.limit_bytes:
-            budget.queued_bytes += _buffer_bytes(added) - _buffer_bytes(removed)
+        budget.replace(added, removed)
         self._count_drops(len(lost))
 
     def _count_drops(self, n: int) -> None:
@@ -467,7 +464,7 @@ class OutputQueue:
         marker = Packet()
         marker._ts = ts
         self.packets.append(marker)
-        self._budget.queued += 1
+        self._budget.add_uncounted(1)
 
     def reset(self) -> None:
         """Forget everything (``Graph.reset``)."""
