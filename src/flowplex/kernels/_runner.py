@@ -135,13 +135,13 @@ class KernelRunner:
         ctx.reset_for(timestamp, PHASE_PROCESS)
         packet: Packet | None = None
         for i, packet in enumerate(self._pending):
-            if packet is not None and packet._ts == TS_UNSET:
+            if packet is not None and packet.timestamp == TS_UNSET:
                 packet._ts = timestamp
             want = self._contract.input_types[i]
-            if packet is not None and want and packet._tid != want:
+            if packet is not None and want and packet.type_id != want:
                 self._pending = [None] * len(self._pending)
                 msg = (f"kernel runner: input port {i} type mismatch: contract declares {type_name(want)}, "
-                       f"actual {type_name(packet._tid)}")
+                       f"actual {packet.type_name}")
                 raise UsageError(msg)
             ctx.in_packets[i] = packet
         del packet  # hold no extra reference: take_input + make_mutable may then write in place
@@ -166,10 +166,10 @@ class KernelRunner:
         for o, staged in enumerate(ctx.out_packets):
             want = self._contract.output_types[o]
             for p in staged:
-                if want and p._value is not None and p._tid != want:
+                if want and not p.is_empty and p.type_id != want:
                     staged.clear()
                     msg = (f"kernel failed: [kernel_runner] output port {o} type mismatch: contract declares "
-                           f"{type_name(want)}, emitted {type_name(p._tid)}")
+                           f"{type_name(want)}, emitted {p.type_name}")
                     raise self._error(msg, ctx.ts)
         for o, staged in enumerate(ctx.out_packets):
             self._results[o].extend(staged)
