@@ -46,9 +46,13 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "media": LEAVES | {"packets", "spec", "executors", "kernels"},  # media kernels (extra): above the kernel API
     "config": LEAVES | {"spec", "kernels"},  # YAML -> specs; `imports:` loads kernel code
     "diagnostics": LEAVES | {"spec", "config"},  # the engine's own types only under TYPE_CHECKING
-    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events",
+    # the scheduler's parts; the hosted executors: the executor kinds a spec may name
+    "engine": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "executors.processes",
+                        "executors.ray"},
+    # the public facade over the engine; config and diagnostics for from_yaml and stats
+    "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "engine",
                        "executors.hosted", "executors.processes", "executors.ray"},
-    "testing": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "config", "graph",
+    "testing": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "config", "graph", "engine",
                          "executors.processes", "executors.ray"},
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
@@ -72,7 +76,7 @@ SUBPARTS = frozenset({"executors.hosted", "executors.processes", "executors.ray"
 
 
 def _part(module: str) -> str:
-    """``flowplex.graph._engine`` -> ``graph``; ``flowplex.executors.ray._actor`` -> ``executors.ray``;
+    """``flowplex.engine._engine`` -> ``engine``; ``flowplex.executors.ray._actor`` -> ``executors.ray``;
     ``flowplex`` -> ``flowplex``."""
     parts = module.split(".")
     if ".".join(parts[1:3]) in SUBPARTS:
@@ -185,10 +189,47 @@ def test_the_spec_package_is_a_leaf_even_for_type_hints() -> None:
 
 
 def test_config_and_kernels_do_not_import_the_engine() -> None:
-    """The two cycles the spec package removed: config <-> graph and kernels <-> graph (and kernels -> config)."""
+    """The two cycles the spec package removed: config <-> graph and kernels <-> graph (and kernels -> config).
+
+    The engine counts too, even for type hints: ``Context`` is the kernel's view, never the engine's.
+    """
     wrong = [f"{i.where}: {i.source} imports {i.target}" for i in _all_imports()
-             if (i.source, i.target) in {("config", "graph"), ("kernels", "graph"), ("kernels", "config")}]
+             if (i.source, i.target) in {("config", "graph"), ("kernels", "graph"), ("kernels", "config"),
+                                         ("config", "engine"), ("kernels", "engine")}]
     assert wrong == []
+
+
+def _module_graph(packages: tuple[str, ...]) -> dict[str, set[str]]:
+    """Module -> the modules of ``packages`` it imports, type hints and lazy imports included."""
+    files = {_module_name(path)[0]: path for package in packages for path in sorted((SRC / package).glob("*.py"))}
+    graph: dict[str, set[str]] = {}
+    for name, path in files.items():
+        package = _module_name(path)[1]
+        deps: set[str] = set()
+        for node, _guarded in _import_statements(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                candidates = [alias.name for alias in node.names]
+            else:
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)] if node.level else []
+                module = ".".join([*base, node.module] if node.module else base) if node.level else node.module or ""
+                candidates = [module, *(f"{module}.{alias.name}" for alias in node.names)]
+            deps |= {c for c in candidates if c in files and c != name}
+        graph[name] = deps
+    return graph
+
+
+def test_the_module_graph_reader_sees_type_only_imports() -> None:
+    """Guards the reader: a known type-only import (the pollers' queues in a node's edges) is an edge."""
+    graph = _module_graph(("engine", "graph"))
+    assert "flowplex.engine._budget" in graph["flowplex.engine._nodes"]  # under TYPE_CHECKING there
+    assert "flowplex.engine._engine" in graph["flowplex.graph._graph"]
+    with pytest.raises(graphlib.CycleError):
+        graphlib.TopologicalSorter({"a": {"b"}, "b": {"a"}}).prepare()
+
+
+def test_no_module_cycle_in_the_engine_and_the_facade_even_through_type_hints() -> None:
+    """``flowplex.engine`` and ``flowplex.graph``: modules import one way, ``TYPE_CHECKING`` included."""
+    graphlib.TopologicalSorter(_module_graph(("engine", "graph"))).prepare()  # raises CycleError naming it
 
 
 @cache

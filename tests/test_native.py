@@ -48,7 +48,7 @@ def test_the_compiled_group_is_the_whole_scheduler_core() -> None:
     # each part the scheduler loop holds is compiled with it (calls between them stay native).
     for module in _native.COMPILED:
         assert (PACKAGE.joinpath(*module.split(".")[1:]).with_suffix(".py")).is_file(), module
-    from flowplex.graph._loop import Scheduler
+    from flowplex.engine._loop import Scheduler
 
     scheduler = flowplex.Graph.from_yaml(
         "nodes: [{ name: a, kernel: ScaleKernel, input_ports: [x], output_ports: [y] }]\n"
@@ -85,15 +85,15 @@ def test_stale_detection_compares_each_source_with_the_build(tmp_path: Path) -> 
     assert _native.read_stamp(package) == {m: _native.source_hash(p) for m, p in sources.items()}
     assert _native.stale(package) == []
 
-    engine = Path(sources["flowplex.graph._loop"])
+    engine = Path(sources["flowplex.engine._loop"])
     engine.write_text(engine.read_text() + "x = 1\n")
     Path(sources["flowplex.kernels._context"]).unlink()  # a deleted source cannot be stale
-    assert _native.stale(package) == ["flowplex.graph._loop"]
+    assert _native.stale(package) == ["flowplex.engine._loop"]
 
-    del sources["flowplex.graph._nodes"]  # a build from before this module was compiled
+    del sources["flowplex.engine._nodes"]  # a build from before this module was compiled
     del sources["flowplex.kernels._context"]
     _native.write_stamp(package, sources)
-    assert _native.stale(package) == ["flowplex.graph._nodes", "flowplex.kernels._context"]
+    assert _native.stale(package) == ["flowplex.engine._nodes", "flowplex.kernels._context"]
 
 
 @pytest.mark.skipif(not COMPILED_HERE, reason="needs a compiled install to make stale")
@@ -103,11 +103,11 @@ def test_an_edited_source_replaces_its_stale_compiled_twin(tmp_path: Path) -> No
     spec = importlib.util.find_spec(f"{_native.GROUP}__mypyc")
     assert spec is not None and spec.origin is not None
     shutil.copy(spec.origin, tmp_path)
-    edited = tmp_path / "flowplex" / "graph" / "_nodes.py"
+    edited = tmp_path / "flowplex" / "engine" / "_nodes.py"
     edited.write_text(edited.read_text() + "\nEDITED_AFTER_THE_BUILD = True\n")
 
     report = _probe(path=str(tmp_path))
-    assert report["mode"] == ("source: edited since the build (flowplex.graph._nodes); reinstall to recompile")
+    assert report["mode"] == ("source: edited since the build (flowplex.engine._nodes); reinstall to recompile")
     files: dict[str, str] = report["files"]  # type: ignore[assignment]
     assert all(f.endswith(".py") and f.startswith(str(tmp_path)) for f in files.values()), files
     assert "using the Python sources of the scheduler" in str(report["stderr"])
@@ -116,7 +116,7 @@ def test_an_edited_source_replaces_its_stale_compiled_twin(tmp_path: Path) -> No
 @pytest.mark.skipif(not COMPILED_HERE, reason="the whole suite already runs on the Python sources")
 @pytest.mark.timeout(400)  # it runs the engine suites again (about a minute here, more on a busy machine)
 def test_engine_tests_pass_on_the_sources() -> None:
-    suites = ["tests/graph", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"]
+    suites = ["tests/engine", "tests/graph", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"]
     # The kinds whose executors run the compiled modules' Python twins (inline, delegating) and
     # the thread pool. The loopback and the process pool run the same engine code through the
     # seam's codec, which is never compiled: the main run covers them, and here they would add

@@ -16,7 +16,7 @@ from typing import IO, NoReturn
 def doing_now(thread_id: int) -> str | None:
     """The import or kernel construction that thread ``thread_id`` is in, for the message."""
     from .config._imports import importing_now
-    from .graph._build import building_now
+    from .engine._build import building_now
 
     importing = importing_now(thread_id)
     if importing is not None:

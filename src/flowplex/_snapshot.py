@@ -1,7 +1,7 @@
 """``EngineSnapshot``: the engine's state copied in one pass, as plain frozen data.
 
 A leaf module (stdlib only at run time) so that both sides of the seam can import it: the
-graph layer fills it (``flowplex.graph._snapshot.take_snapshot``, the one place that reads the
+graph layer fills it (``flowplex.engine._snapshot.take_snapshot``, the one place that reads the
 engine for diagnostics) and every diagnostic (stats, DOT, metrics, trace, ``Graph.dump``, the
 live view) formats it, without knowing the engine's classes. Values are raw: counters as the
 engine keeps them, times in the engine's clocks, no stats level applied. What a level hides and

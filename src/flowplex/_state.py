@@ -2,7 +2,7 @@
 
 A leaf module (stdlib only) so that the scheduler's compiled modules can derive their int
 constants from it without an import cycle: the engine stores the state as a plain ``int``
-(``graph._status.CREATED`` ... ``TERMINATED``, each ``int(GraphState.X)``), because an
+(``engine._status.CREATED`` ... ``TERMINATED``, each ``int(GraphState.X)``), because an
 ``IntEnum`` compares more slowly than an int on the compiled hot paths. Everything else,
 names in messages and stats included, comes from this enum.
 """

@@ -1,6 +1,6 @@
 """Diagnostics format snapshots: a guard that they never peek into the engine again.
 
-Every diagnostic gets an ``EngineSnapshot`` (taken by ``flowplex.graph._snapshot.take_snapshot``)
+Every diagnostic gets an ``EngineSnapshot`` (taken by ``flowplex.engine._snapshot.take_snapshot``)
 or a ``GraphStats`` made from one. The sources of ``flowplex.diagnostics`` and of the CLI are
 read with ``ast``: a reference to an engine, its lock, a node's queue, a private attribute of
 another object, or an import of the engine's private modules fails here. The checker itself is
@@ -23,8 +23,8 @@ FORBIDDEN_NAMES = frozenset({"engine", "_engine", "Engine"})
 """Identifiers that mean the code holds the engine itself."""
 FORBIDDEN_ATTRIBUTES = frozenset({"engine", "lock", "queue", "acquire"})
 """``x.lock``, ``x.queue``...: engine-side state (the snapshot has ``queued`` counts instead)."""
-FORBIDDEN_MODULES = ("flowplex.graph._", "flowplex.executors")
-"""Private engine modules: not even for type hints (the public ``flowplex.graph.Graph`` is fine)."""
+FORBIDDEN_MODULES = ("flowplex.graph._", "flowplex.engine", "flowplex.executors")
+"""The engine and private facade modules: not even for type hints (the public ``flowplex.graph.Graph`` is fine)."""
 
 
 def _module_of(node: ast.ImportFrom, package: str) -> str:
@@ -66,6 +66,7 @@ def test_the_checker_finds_each_kind_of_peek() -> None:
     planted = '''
 from ..graph._engine import Engine
 from ..graph import _nodes
+from ..engine._loop import Scheduler
 import flowplex.executors._threads
 
 def f(graph, node, ex, stats):
@@ -78,7 +79,7 @@ def f(graph, node, ex, stats):
     found = peeks(planted, "planted.py", "flowplex.diagnostics")
     text = "\n".join(found)
     for needle in ("imports `flowplex.graph._engine`", "imports `flowplex.graph._nodes`",
-                   "imports `flowplex.executors._threads`", "name `engine`",
+                   "imports `flowplex.engine._loop`", "imports `flowplex.executors._threads`", "name `engine`",
                    "attribute `._engine`", "attribute `.lock`", "attribute `.queue`",
                    "private attribute `ex._running`", "private attribute `self_like._x`"):
         assert needle in text, f"{needle} not found in:\n{text}"
@@ -110,4 +111,4 @@ def test_the_guard_covers_every_module_of_the_cli() -> None:
 @pytest.mark.parametrize("path", GUARDED, ids=lambda p: p.relative_to(SRC).as_posix())
 def test_diagnostics_do_not_peek_into_the_engine(path: Path) -> None:
     found = peeks(path.read_text(encoding="utf-8"), str(path.relative_to(SRC.parent)), _package_of(path))
-    assert found == [], "format an EngineSnapshot (flowplex.graph._snapshot.take_snapshot) instead"
+    assert found == [], "format an EngineSnapshot (flowplex.engine._snapshot.take_snapshot) instead"

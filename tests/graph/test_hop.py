@@ -230,3 +230,28 @@ def test_output_pollers_on_both_paths(fast: bool, capacity: int, overflow: str) 
     assert (engine_sole is not None) == (capacity == 0)
     expected = {0: [6, 8, 10, 12, 14], 2: [12, 14] if overflow == "drop_oldest" else [6, 8]}[capacity]
     assert rest == expected
+
+
+@HOP_PATH
+def test_a_tap_on_a_chain_edge_sees_every_packet_and_turns_the_shortcut_off_there() -> None:
+    # ``Delivery.flush_port`` is where taps attach (as observers): an edge with one is no hop
+    # edge, so every packet on it passes the tap while the rest of the chain still hops.
+    THop.calls.clear()
+    seen: list[tuple[int, int | None]] = []
+    lock = threading.Lock()
+
+    def tap(p: flowplex.Packet) -> None:
+        with lock:
+            seen.append((p.timestamp, p.as_int()))
+
+    with flowplex.Graph.from_yaml(chain_yaml(["fwd", "double", "fwd", "fwd"], tap="e2")) as g:
+        g.observe("e2", tap)
+        edge = g._engine.edges["e2"]
+        assert edge.solo is None and edge.sole_poller is None
+        g.start()
+        for v in range(6):
+            g.send("e0", v, ts=v * 10)
+        g.close_all_inputs()
+        g.wait_done(timeout=10)
+    assert sorted(seen) == [(v * 10, v * 2) for v in range(6)]
+    assert sorted(c for c in THop.calls if c[0] == "sink") == [("sink", v * 10, (v * 2,)) for v in range(6)]

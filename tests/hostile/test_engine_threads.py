@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import flowplex
+from flowplex.engine import _timers
 from flowplex.executors import ThreadPoolExecutor
 from flowplex.executors.processes import _transfer
-from flowplex.graph import _timers
 from flowplex.testing import default_executor
 
 from . import engine_kernels as engine_kernels  # registers the kernels (a pool's workers import them)
@@ -141,7 +141,7 @@ def test_a_task_raising_past_the_engine_on_a_worker_fails_the_graph_naming_the_n
         real = engine.claims.task
 
         def task(arg: object) -> None:
-            if getattr(arg, "_owner", None) is engine.nodes[1] and threading.current_thread().name != "MainThread":
+            if getattr(arg, "owner", None) is engine.nodes[1] and threading.current_thread().name != "MainThread":
                 raise MemoryError("injected")
             real(arg)
 

@@ -3,7 +3,7 @@
 Tasks run inside ``pump_step`` and the blocking host calls (``wait_done``, ``Poller.next``,
 ``wait_until_idle``, a blocking ``send``). One host thread at a time runs delegated work, so
 kernels on it never run concurrently and keep a deterministic order. The engine drains the
-``inbox()`` itself (``graph._pump.Pump``): this class is only the queue and its wake-up.
+``inbox()`` itself (``engine._pump.Pump``): this class is only the queue and its wake-up.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ class Outcome:
     partial: bool = False
     """A slice of a call still running (``outputs`` only: what it staged so far, in order): the
     host hands it to the call's ``Spill`` and answers with a go-ahead; the final outcome of the
-    call carries the rest (``Context._spill_at``)."""
+    call carries the rest (``Call.spill_at``)."""
 
     def __reduce__(self) -> tuple[type[Outcome], tuple[object, ...]]:
         return (Outcome, (self.node, self.seq, self.outputs, self.bounds, self.source_done, self.yield_s,

@@ -11,28 +11,43 @@ import asyncio
 import contextlib
 import threading
 import warnings
-from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Protocol
 
 from .._events import DoneEvent, OutputEvent, PacketEvent, TimestampBoundEvent
 from .._state import GraphState
 from .._timestamps import TS_DONE
+from ..engine._engine import TERMINATED
 from ..errors import StateError, Timeout
 from ._args import check_grace
-from ._engine import TERMINATED
 
 if TYPE_CHECKING:
-    from ._graph import Graph
+    from ..engine._engine import Engine
     from ._io import Poller
 
-__all__ = ["AsyncDriver", "AsyncOutputEvents"]
+__all__ = ["AsyncDriver", "AsyncOutputEvents", "Driven"]
+
+
+class Driven(Protocol):
+    """What the driver needs of its ``Graph`` (a protocol: this module never names the facade's class)."""
+
+    @property
+    def state(self) -> GraphState: ...
+
+    def start(self, timeout: float | None = None) -> None: ...
+
+    def cancel(self) -> None: ...
+
+    def wait_done(self, timeout: float | None = None) -> None: ...
 
 
 class AsyncDriver:
     """Pumps one graph from an asyncio loop; shared by ``run_async`` and every ``events``."""
 
-    def __init__(self, graph: Graph) -> None:
+    def __init__(self, graph: Driven, engine: Engine, closed: Callable[[], bool]) -> None:
         self._graph = graph
+        self._engine = engine
+        self._closed = closed
         self._loop: asyncio.AbstractEventLoop | None = None
         self._event: asyncio.Event | None = None
         self._changed: asyncio.Condition | None = None
@@ -49,7 +64,7 @@ class AsyncDriver:
         if self._task is not None:
             return self._task
         graph = self._graph
-        if graph._closed:
+        if self._closed():
             msg = "run_async/events need an open graph: this one was closed (Graph.close)"
             raise StateError(msg)
         if graph.state == GraphState.CREATED:
@@ -58,7 +73,7 @@ class AsyncDriver:
         self._loop = loop
         self._event = asyncio.Event()
         self._changed = asyncio.Condition()
-        graph._engine.set_wakeup(self._wakeup)
+        self._engine.set_wakeup(self._wakeup)
         if graph.state == GraphState.INITIALIZED:
             graph.start()
         self._task = loop.create_task(self._drive(), name="flowplex-driver")
@@ -76,7 +91,7 @@ class AsyncDriver:
                 loop.call_soon_threadsafe(event.set)
 
     async def _drive(self) -> None:
-        engine = self._graph._engine
+        engine = self._engine
         event = self._event
         changed = self._changed
         if event is None or changed is None:  # pragma: no cover - set by ensure_running
@@ -110,15 +125,19 @@ class AsyncDriver:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(changed.wait(), 0.1)
 
+    def terminated(self) -> bool:
+        """Whether the driven graph's engine has terminated."""
+        return self._engine.status.state == TERMINATED
+
     def stop(self) -> None:
         """Cancel the drive task (``Graph.close``)."""
         task, self._task = self._task, None
-        self._graph._engine.set_wakeup(None)
+        self._engine.set_wakeup(None)
         if task is not None and not task.done():
             task.cancel()
 
 
-async def run_async(graph: Graph, driver: AsyncDriver, timeout: object, cancel_grace: object) -> None:
+async def run_async(graph: Driven, driver: AsyncDriver, timeout: object, cancel_grace: object) -> None:
     """``Graph.run_async``: drive until terminated, then raise the graph's error if any.
 
     On ``timeout`` and on cancellation of the calling task the graph is cancelled and given
@@ -132,13 +151,13 @@ async def run_async(graph: Graph, driver: AsyncDriver, timeout: object, cancel_g
     try:
         await asyncio.wait_for(asyncio.shield(task), limit)
     except TimeoutError:
-        await _cancel_and_grace(graph, task, grace, "timeout")
+        await _cancel_and_grace(graph, driver, task, grace, "timeout")
         msg = f"run_async timed out after {timeout} seconds"
         raise Timeout(msg) from None
     except asyncio.CancelledError:
         current = asyncio.current_task()
         try:
-            await _cancel_and_grace(graph, task, grace, "cancellation")
+            await _cancel_and_grace(graph, driver, task, grace, "cancellation")
         except asyncio.CancelledError:
             # A second cancel() abandoned the grace: the caller asked to stop once already and
             # re-raising below honours that; keep cancelling() at the count it expects.
@@ -148,7 +167,8 @@ async def run_async(graph: Graph, driver: AsyncDriver, timeout: object, cancel_g
     graph.wait_done()
 
 
-async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float, reason: str) -> None:
+async def _cancel_and_grace(graph: Driven, driver: AsyncDriver, task: asyncio.Task[None], grace: float,
+                            reason: str) -> None:
     """Cancel the graph and wait up to ``grace`` s for it to terminate; warn if it did not.
 
     A cancellation of the caller during the wait propagates (``run_async`` un-counts it).
@@ -157,7 +177,7 @@ async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float
     if grace > 0 and not task.done():
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(asyncio.shield(task), grace)
-    if task.done() or graph._engine.status.state == TERMINATED:
+    if task.done() or driver.terminated():
         return
     warnings.warn(
         f"run_async {reason} grace expired before the graph terminated; "
@@ -170,7 +190,7 @@ async def _cancel_and_grace(graph: Graph, task: asyncio.Task[None], grace: float
 class AsyncOutputEvents:
     """``async for event in graph.events(port)``: packets, bounds, then ``DoneEvent``."""
 
-    def __init__(self, graph: Graph, driver: AsyncDriver, poller: Poller) -> None:
+    def __init__(self, graph: Driven, driver: AsyncDriver, poller: Poller) -> None:
         self._graph = graph
         self._driver = driver
         self._poller = poller

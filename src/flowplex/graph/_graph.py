@@ -13,13 +13,13 @@ from .._log import kernel_log
 from .._state import GraphState
 from .._suggest import suggest
 from .._types import PathLike
+from ..engine._build import build_engine
+from ..engine._engine import INITIALIZED, TERMINATED, Engine
 from ..errors import StateError, UnknownPortError
 from ..packets import Packet, new_buffer, to_packet
 from ..spec._plan import GraphPlan, build_plan
 from ..spec._specs import GraphSpec
 from ._args import check_callback, check_count, check_flag, check_int, check_name, check_timeout, check_ts
-from ._build import build_engine
-from ._engine import INITIALIZED, TERMINATED, Engine
 from ._io import Input, Poller
 
 if TYPE_CHECKING:
@@ -221,7 +221,7 @@ class Graph:
         check_name(overflow, "add_poller", "overflow")
         edge = self._output_edge(port)
         self._require_state((INITIALIZED,), "add_poller")
-        poller = self._engine.add_poller(edge, observe_timestamp_bounds, capacity, overflow)
+        poller = Poller(self._engine.waits, self._engine.add_poller(edge, observe_timestamp_bounds, capacity, overflow))
         self._pollers.append(poller)
         return poller
 
@@ -262,7 +262,7 @@ class Graph:
         if self._driver is None:
             from ._async import AsyncDriver
 
-            self._driver = AsyncDriver(self)
+            self._driver = AsyncDriver(self, self._engine, lambda: self._closed)
         return self._driver
 
     def set_wakeup_callback(self, fn: Callable[[], object] | None) -> None:

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from ..packets._packet import BufferAllocator
 
-__all__ = ["CloseReason", "Context", "NodeInfo"]
+__all__ = ["Call", "CloseReason", "Context", "NodeInfo"]
 
 log = logging.getLogger("flowplex.kernels")
 
@@ -41,8 +41,8 @@ PHASE_CLOSE: Final = 2
 SPILL_SLICE: Final = 1024
 """Packets one port stages in a call before ``emit`` hands them to the engine's ``spill``."""
 SPILL_NEVER: Final = 1 << 60
-"""``Context._spill_at`` of a context nothing spills (no engine: ``KernelRunner``, a loopback or
-Ray kernel host; a process pool's worker spills to its host)."""
+"""``Call.spill_at`` of a call nothing spills (no engine: ``KernelRunner``, a loopback or Ray
+kernel host; a process pool's worker spills to its host)."""
 
 
 class CloseReason:
@@ -83,65 +83,85 @@ class NodeInfo:
     """Where ``new_buffer`` gets memory (None: numpy): a process pool's shared memory when the
     node feeds a node on one, so that its frames cross without a copy."""
     spill: Callable[[Context], None] | None = None
-    """Set by the engine: called by ``emit`` when one port has staged ``Context._spill_at``
+    """Set by the engine: called by ``emit`` when one port has staged ``Call.spill_at``
     packets in this call, to deliver them and wait for the graph's budget (``Scheduler.spill``),
     so that one call emitting millions of packets does not hold them all. In a process pool's
     worker it sends them to the host as a partial outcome and waits for the go-ahead."""
 
 
-@final
-class Context:
-    """The per-invocation view a kernel works through (lm-flow's ``Context``)."""
+class Call:
+    """The engine's record of one invocation: its inputs, staged outputs, timestamp and phase.
 
-    __slots__ = (
-        "_batch",
-        "_bounds",
-        "_done",
-        "_error_text",
-        "_in",
-        "_info",
-        "_owner",
-        "_out",
-        "_phase",
-        "_source_done",
-        "_spill_at",
-        "_ts",
-        "_yield",
-        "close_reason",
-        "seq",
-    )
+    The engine (``flowplex.engine``), the kernel hosts and ``KernelRunner`` fill and read these
+    public fields; a kernel never does: it works through ``Context``, the view built on this
+    record, whose methods check what they are given. One record serves one invocation at a time.
+    """
 
-    def __init__(self, info: NodeInfo) -> None:
-        self._info = info
-        self._owner: object = None
-        """The engine's node (or the runner) this context belongs to."""
-        self._in: list[Packet | None] = [None] * len(info.inputs)
-        self._out: list[list[Packet]] = [[] for _ in range(len(info.outputs))]
-        self._batch: list[list[Packet]] | None = None
-        self._done: list[bool] | None = None
-        self._bounds: dict[int, int] | None = None
-        self._ts = TS_UNSET
-        self._phase = PHASE_PROCESS
-        self._source_done = False
-        self._yield: float | None = None
-        self._error_text: str | None = None
-        self.close_reason = CloseReason.NORMAL
+    __slots__ = ("batch", "bounds", "error_text", "in_done", "in_packets", "out_packets", "owner", "phase", "seq",
+                 "source_finished", "spill_at", "ts", "yield_s")
+
+    def __init__(self, num_inputs: int, num_outputs: int) -> None:
+        self.owner: object = None
+        """The engine's node (or the runner) this call belongs to."""
+        self.in_packets: list[Packet | None] = [None] * num_inputs
+        """The packet claimed on each input port (None: empty at this timestamp)."""
+        self.out_packets: list[list[Packet]] = [[] for _ in range(num_outputs)]
+        """Packets staged on each output port, flushed by the engine after the callback."""
+        self.batch: list[list[Packet]] | None = None
+        """Per input port, the packets of a ``batch`` policy call (None: not a batch call)."""
+        self.in_done: list[bool] | None = None
+        """Per input port, whether it ended (set for close calls and batches; None: none did)."""
+        self.bounds: dict[int, int] | None = None
+        """Output port -> next timestamp bound asked for with ``set_next_timestamp_bound``."""
+        self.ts = TS_UNSET
+        """The call's input timestamp."""
+        self.phase = PHASE_PROCESS
+        """``PHASE_OPEN``, ``PHASE_PROCESS`` or ``PHASE_CLOSE``."""
+        self.source_finished = False
+        """A source called ``source_done()`` in this call."""
+        self.yield_s: float | None = None
+        """The longest ``source_yield`` delay asked for in this call (None: none)."""
+        self.error_text: str | None = None
+        """``set_error``'s message (None: no error)."""
         self.seq = 0
-        self._spill_at = SPILL_NEVER
+        self.spill_at = SPILL_NEVER
         """Staged packets on one port at which ``emit`` calls ``info.spill`` (the engine sets
         and adapts it; ``SPILL_NEVER`` without an engine)."""
+
+    def reset_for(self, ts: int, phase: int) -> None:
+        """Prepare the record for a new callback (the engine fills inputs after this)."""
+        self.ts = ts
+        self.phase = phase
+        self.bounds = None
+        self.source_finished = False
+        self.yield_s = None
+        self.error_text = None
+        self.batch = None
+        self.in_done = None
+
+
+@final
+class Context(Call):
+    """The per-invocation view a kernel works through (lm-flow's ``Context``), over its ``Call``."""
+
+    __slots__ = ("_info", "close_reason")
+
+    def __init__(self, info: NodeInfo) -> None:
+        super().__init__(len(info.inputs), len(info.outputs))
+        self._info = info
+        self.close_reason = CloseReason.NORMAL
 
     # -- identity -------------------------------------------------------------------------
 
     @property
     def num_inputs(self) -> int:
         """Number of input ports."""
-        return len(self._in)
+        return len(self.in_packets)
 
     @property
     def num_outputs(self) -> int:
         """Number of output ports."""
-        return len(self._out)
+        return len(self.out_packets)
 
     @property
     def node_name(self) -> str:
@@ -156,7 +176,7 @@ class Context:
     @property
     def input_timestamp(self) -> int:
         """The invocation's timestamp: aligned input ts, source sequence, UNSTARTED or DONE."""
-        return self._ts
+        return self.ts
 
     def input_id(self, tag: str, index: int = 0) -> int:
         """Flat input index of ``(tag, index)``, or ``INVALID_ID``."""
@@ -189,32 +209,32 @@ class Context:
 
         Do not keep it after the callback; use ``take_input`` to own (and mutate) it.
         """
-        if 0 <= index < len(self._in):
-            p = self._in[index]
+        if 0 <= index < len(self.in_packets):
+            p = self.in_packets[index]
             if p is not None:
                 return p
         return Packet()
 
     def input_is_empty(self, index: int) -> bool:
         """Whether no packet was delivered on input ``index`` this invocation."""
-        return not (0 <= index < len(self._in)) or self._in[index] is None
+        return not (0 <= index < len(self.in_packets)) or self.in_packets[index] is None
 
     def input_is_done(self, index: int) -> bool:
         """Whether input ``index`` was closed and drained when this invocation was claimed."""
-        done = self._done
+        done = self.in_done
         return done is not None and 0 <= index < len(done) and done[index]
 
     def input_count(self, index: int) -> int:
         """Packets on input ``index``: 0 or 1, or the batch size under the ``batch`` policy."""
-        if self._batch is not None:
-            return len(self._batch[index]) if 0 <= index < len(self._batch) else 0
+        if self.batch is not None:
+            return len(self.batch[index]) if 0 <= index < len(self.batch) else 0
         return 0 if self.input_is_empty(index) else 1
 
     def input_at(self, index: int, k: int) -> Packet:
         """The k-th packet of input ``index`` (k = 0 only, outside the ``batch`` policy)."""
-        if self._batch is not None:
-            if 0 <= index < len(self._batch) and 0 <= k < len(self._batch[index]):
-                return self._batch[index][k]
+        if self.batch is not None:
+            if 0 <= index < len(self.batch) and 0 <= k < len(self.batch[index]):
+                return self.batch[index][k]
             return Packet()
         return self.input(index) if k == 0 else Packet()
 
@@ -224,14 +244,14 @@ class Context:
         Owning is what allows ``packet.make_mutable()`` to write in place when nobody else
         holds the payload.
         """
-        if not 0 <= index < len(self._in):
+        if not 0 <= index < len(self.in_packets):
             return Packet()
-        p = self._in[index]
+        p = self.in_packets[index]
         if p is None:
             return Packet()
-        self._in[index] = None
-        if self._batch is not None and self._batch[index]:
-            self._batch[index].pop(0)
+        self.in_packets[index] = None
+        if self.batch is not None and self.batch[index]:
+            self.batch[index].pop(0)
         return clone_owned(p)
 
     # -- outputs --------------------------------------------------------------------------
@@ -243,7 +263,7 @@ class Context:
         packet keeps its own timestamp; an unset one becomes the invocation's timestamp (in
         ``close``: ``TS_POST_STREAM``, not lm-flow's ``TS_DONE`` which no port can accept).
         """
-        out = self._out
+        out = self.out_packets
         if not 0 <= index < len(out):
             self._no_output("emit", index)
             return
@@ -251,11 +271,11 @@ class Context:
             value = clone_owned(value)  # never retime a handle other consumers share
         p = to_packet(value, ts)
         if p._ts == TS_UNSET:
-            p._ts = TS_POST_STREAM if self._phase == PHASE_CLOSE else self._ts
+            p._ts = TS_POST_STREAM if self.phase == PHASE_CLOSE else self.ts
         p._owned = False
         staged = out[index]
         staged.append(p)
-        if len(staged) >= self._spill_at:
+        if len(staged) >= self.spill_at:
             spill = self._info.spill
             if spill is not None:
                 spill(self)
@@ -266,8 +286,8 @@ class Context:
         # would wrap around, so they go the checking way).
         if in_index >= 0 and out_index >= 0:
             try:
-                p = self._in[in_index]
-                staged = self._out[out_index]
+                p = self.in_packets[in_index]
+                staged = self.out_packets[out_index]
             except (IndexError, TypeError):
                 pass
             else:
@@ -277,8 +297,8 @@ class Context:
         self._forward_checked(in_index, out_index)
 
     def _forward_checked(self, in_index: int, out_index: int) -> None:
-        out = self._out
-        p = self._in[in_index] if 0 <= in_index < len(self._in) else None
+        out = self.out_packets
+        p = self.in_packets[in_index] if 0 <= in_index < len(self.in_packets) else None
         if p is None:
             msg = f"forward: input port {in_index} has no packet in this invocation"
             raise UsageError(msg)
@@ -291,7 +311,7 @@ class Context:
         """A write to an output index the node lacks: an error under ``strict_ports``, else
         ignored like lm-flow does, counted and logged (at the 1st, 2nd, 4th, ... time)."""
         info = self._info
-        num = len(self._out)
+        num = len(self.out_packets)
         if info.strict_ports or index < 0:
             msg = f"{what}: output port index {index} is out of range (num_outputs={num})"
             raise UsageError(msg)
@@ -306,12 +326,12 @@ class Context:
     def set_next_timestamp_bound(self, out_index: int, ts: int) -> None:
         """Promise that output ``out_index`` gets nothing earlier than ``ts`` (when it emits
         nothing in this invocation); lets downstream alignment proceed."""
-        if not 0 <= out_index < len(self._out):
+        if not 0 <= out_index < len(self.out_packets):
             self._no_output("set_next_timestamp_bound", out_index)
             return
-        if self._bounds is None:
-            self._bounds = {}
-        self._bounds[out_index] = ts
+        if self.bounds is None:
+            self.bounds = {}
+        self.bounds[out_index] = ts
 
     def new_buffer(self, shape: tuple[int, ...] | list[int], dtype: npt.DTypeLike) -> tuple[Packet, np.ndarray]:
         """A zero-filled engine buffer and a writable view of it, to fill then emit."""
@@ -411,7 +431,7 @@ class Context:
 
     def set_error(self, msg: object) -> None:
         """Text used for the failure if this callback then raises without a message."""
-        self._error_text = str(msg)
+        self.error_text = str(msg)
 
     def counter_add(self, name: str, delta: SupportsInt = 1) -> None:
         """Add ``delta`` to the graph-wide named counter ``name``."""
@@ -421,7 +441,7 @@ class Context:
 
     def source_done(self) -> None:
         """(Sources) After this invocation, never call ``process`` again; the node closes."""
-        self._source_done = True
+        self.source_finished = True
 
     def source_yield(self, delay_seconds: SupportsFloat | str = 0.0) -> None:
         """(Sources) Nothing to produce now: call ``process`` again after ``delay_seconds``.
@@ -440,18 +460,5 @@ class Context:
         if not math.isfinite(delay) or delay < 0 or delay > 1e9:
             msg = f"source_yield: delay must be finite and >= 0 seconds, got {delay_seconds!r}"
             raise ValueError(msg)
-        self._yield = delay if self._yield is None else max(self._yield, delay)
-
-    # -- engine side --------------------------------------------------------------------------
-
-    def _reset_for(self, ts: int, phase: int) -> None:
-        """Prepare the context for a new callback (the engine fills inputs after this)."""
-        self._ts = ts
-        self._phase = phase
-        self._bounds = None
-        self._source_done = False
-        self._yield = None
-        self._error_text = None
-        self._batch = None
-        self._done = None
+        self.yield_s = delay if self.yield_s is None else max(self.yield_s, delay)
 

@@ -29,8 +29,8 @@ __all__ = ["KernelHost", "KernelHosts", "describe_failure", "failed_outcome"]
 def describe_failure(exc: BaseException, ctx: Context) -> str:
     """``Type: message`` of a kernel failure; the context's ``set_error`` text when the message is empty."""
     text = str(exc)
-    if not text and ctx._error_text:
-        text = ctx._error_text
+    if not text and ctx.error_text:
+        text = ctx.error_text
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
@@ -70,7 +70,7 @@ class _Slot:
         info.log = self._log
         self.info = info
         self.ctx = Context(info)
-        self.ctx._owner = host
+        self.ctx.owner = host
 
     def _counter_add(self, name: str, delta: int) -> None:
         self.counters.append((name, delta))
@@ -153,17 +153,17 @@ class KernelHost:
             slot = self._new_slot()
         ctx = slot.ctx
         info = slot.info
-        ctx._reset_for(invocation.ts, invocation.phase)
+        ctx.reset_for(invocation.ts, invocation.phase)
         ctx.seq = invocation.seq
         ctx.close_reason = invocation.close_reason
-        ctx._done = invocation.done
+        ctx.in_done = invocation.done
         _borrow_all(inputs)
-        ctx._in = inputs
+        ctx.in_packets = inputs
         batch = invocation.batch
         if batch is not None:
             for packets in batch:
                 _borrow_all(packets)
-            ctx._batch = batch
+            ctx.batch = batch
         ignored = info.ignored_emits
         copies = _thread_cow_counts()[0]
         error = tb = ""
@@ -205,11 +205,11 @@ class KernelHost:
     def _outcome(self, invocation: Invocation, slot: _Slot, failure: BaseException | None) -> Outcome:
         """Move what the callback staged out of the context (a failed callback's output is dropped)."""
         ctx = slot.ctx
-        staged = ctx._out
+        staged = ctx.out_packets
         if failure is None:
             outputs = staged
-            ctx._out = [[] for _ in staged]
-            bounds = ctx._bounds
+            ctx.out_packets = [[] for _ in staged]
+            bounds = ctx.bounds
         else:
             outputs = [[] for _ in staged]
             for packets in staged:
@@ -217,7 +217,7 @@ class KernelHost:
             bounds = None
         counters, logs = slot.counters, slot.logs
         slot.counters, slot.logs = [], []
-        return Outcome(invocation.node, invocation.seq, outputs, bounds, ctx._source_done, ctx._yield,
+        return Outcome(invocation.node, invocation.seq, outputs, bounds, ctx.source_finished, ctx.yield_s,
                        counters, logs, exception=failure)
 
     def _release(self, slot: _Slot, inputs: list[Packet | None]) -> None:
@@ -225,10 +225,10 @@ class KernelHost:
         for i in range(len(inputs)):
             inputs[i] = None
         ctx = slot.ctx
-        ctx._batch = None
-        ctx._done = None
-        ctx._bounds = None
-        for packets in ctx._out:
+        ctx.batch = None
+        ctx.in_done = None
+        ctx.bounds = None
+        for packets in ctx.out_packets:
             packets.clear()
         slot.counters.clear()
         slot.logs.clear()
@@ -243,7 +243,7 @@ class KernelHost:
         )
         slot = _Slot(self, info)
         if self._spill is not None:
-            slot.ctx._spill_at = SPILL_SLICE
+            slot.ctx.spill_at = SPILL_SLICE
         return slot
 
 

@@ -60,7 +60,7 @@ class KernelRunner:
         )
         self._counters: dict[str, int] = {}
         self._ctx = Context(self._info)
-        self._ctx._owner = self
+        self._ctx.owner = self
         self._pending: list[Packet | None] = [None] * input_ports
         self._results: list[deque[Packet]] = [deque() for _ in range(output_ports)]
         self._opened = False
@@ -110,9 +110,9 @@ class KernelRunner:
                 msg = f"kernel runner missing required side packet `{name}`"
                 raise UsageError(msg)
         ctx = self._ctx
-        ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
+        ctx.reset_for(TS_UNSTARTED, PHASE_OPEN)
         self._call("open", ctx)
-        for staged in ctx._out:
+        for staged in ctx.out_packets:
             staged.clear()
         self._opened = True
 
@@ -132,46 +132,46 @@ class KernelRunner:
         """Run ``process`` once at ``timestamp``; outputs go to ``try_next``."""
         self.start()
         ctx = self._ctx
-        ctx._reset_for(timestamp, PHASE_PROCESS)
+        ctx.reset_for(timestamp, PHASE_PROCESS)
         packet: Packet | None = None
         for i, packet in enumerate(self._pending):
-            if packet is not None and packet._ts == TS_UNSET:
+            if packet is not None and packet.timestamp == TS_UNSET:
                 packet._ts = timestamp
             want = self._contract.input_types[i]
-            if packet is not None and want and packet._tid != want:
+            if packet is not None and want and packet.type_id != want:
                 self._pending = [None] * len(self._pending)
                 msg = (f"kernel runner: input port {i} type mismatch: contract declares {type_name(want)}, "
-                       f"actual {type_name(packet._tid)}")
+                       f"actual {packet.type_name}")
                 raise UsageError(msg)
-            ctx._in[i] = packet
+            ctx.in_packets[i] = packet
         del packet  # hold no extra reference: take_input + make_mutable may then write in place
         self._pending = [None] * len(self._pending)
         try:
             self._call("process", ctx)
         finally:
-            for i in range(len(ctx._in)):
-                ctx._in[i] = None
+            for i in range(len(ctx.in_packets)):
+                ctx.in_packets[i] = None
         self._collect(ctx)
 
     def _call(self, name: str, ctx: Context) -> None:
         try:
             getattr(self._kernel, name)(ctx)
         except Exception as exc:
-            for staged in ctx._out:
+            for staged in ctx.out_packets:
                 staged.clear()
             msg = f"kernel failed: [kernel_runner] {type(exc).__name__}: {exc}"
-            raise self._error(msg, ctx._ts if name == "process" else None) from exc
+            raise self._error(msg, ctx.ts if name == "process" else None) from exc
 
     def _collect(self, ctx: Context) -> None:
-        for o, staged in enumerate(ctx._out):
+        for o, staged in enumerate(ctx.out_packets):
             want = self._contract.output_types[o]
             for p in staged:
-                if want and p._value is not None and p._tid != want:
+                if want and not p.is_empty and p.type_id != want:
                     staged.clear()
                     msg = (f"kernel failed: [kernel_runner] output port {o} type mismatch: contract declares "
-                           f"{type_name(want)}, emitted {type_name(p._tid)}")
-                    raise self._error(msg, ctx._ts)
-        for o, staged in enumerate(ctx._out):
+                           f"{type_name(want)}, emitted {p.type_name}")
+                    raise self._error(msg, ctx.ts)
+        for o, staged in enumerate(ctx.out_packets):
             self._results[o].extend(staged)
             staged.clear()
 
@@ -194,7 +194,7 @@ class KernelRunner:
         if not self._opened:
             return
         ctx = self._ctx
-        ctx._reset_for(TS_UNSET, PHASE_CLOSE)
+        ctx.reset_for(TS_UNSET, PHASE_CLOSE)
         ctx.close_reason = CloseReason.NORMAL
         self._call("close", ctx)
         self._collect(ctx)

@@ -11,8 +11,7 @@ from typing import Final, final
 import yaml
 
 from ..errors import RunError, Timeout, UsageError
-from ..graph import Graph
-from ..graph._io import Poller
+from ..graph import Graph, Poller
 from ..kernels import kernel_class
 from ..packets._values import decode_packet
 from ..spec._specs import ROUTE_KERNEL

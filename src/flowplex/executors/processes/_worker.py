@@ -174,21 +174,21 @@ class _Worker:
         """
         if self._stopping:
             raise _Stopped
-        if ctx._phase != PHASE_PROCESS:
-            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+        if ctx.phase != PHASE_PROCESS:
+            ctx.spill_at = min(ctx.spill_at * 2, SPILL_NEVER)
             return
-        host: KernelHost = ctx._owner  # type: ignore[assignment]
-        outputs = ctx._out
+        host: KernelHost = ctx.owner  # type: ignore[assignment]
+        outputs = ctx.out_packets
         # The outcome holds them alone (``_reducers`` counts references; ``emit``'s frame still
         # holds the last packet, which therefore crosses as shared: a copy if written later).
-        ctx._out = [[] for _ in outputs]
+        ctx.out_packets = [[] for _ in outputs]
         outcome = Outcome(host.index, ctx.seq, outputs, partial=True)
         del outputs
         try:
             frame = transfer.encode_outcome(outcome, self._arena, 0)
         except UsageError:
-            ctx._out = outcome.outputs
-            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+            ctx.out_packets = outcome.outputs
+            ctx.spill_at = min(ctx.spill_at * 2, SPILL_NEVER)
             return
         del outcome
         try:
@@ -198,7 +198,7 @@ class _Worker:
             raise _Stopped from None
         del frame
         again = self._await_go_on()
-        ctx._spill_at = SPILL_SLICE if again else min(ctx._spill_at * 2, SPILL_NEVER)
+        ctx.spill_at = SPILL_SLICE if again else min(ctx.spill_at * 2, SPILL_NEVER)
 
     def _await_go_on(self) -> bool:
         """The host's go-ahead for the partial outcome just sent: whether the next slice comes

@@ -31,8 +31,8 @@ from ..kernels._host import describe_failure as _describe
 from ..kernels._host import is_interrupt
 from ..packets import _thread_cow_counts
 from ._claims import NO_WORK
-from ._engine_common import _is_power_of_two, _output_type_error, input_type_error
-from ._nodes import takes_at_once
+from ._engine_common import _is_power_of_two
+from ._nodes import _output_type_error, input_type_error
 from ._seam import apply_outcome, invocation_of
 from ._status import CREATED, INITIALIZED
 
@@ -46,8 +46,7 @@ if TYPE_CHECKING:
     from ._closing import Closing
     from ._delivery import Delivery
     from ._engine_common import Calls, Submission
-    from ._io import Poller
-    from ._nodes import Edge, InPort, Node
+    from ._nodes import Edge, InPort, Node, OutputQueue
     from ._sources import FailureHandler, Sources
     from ._status import Status
 
@@ -86,7 +85,7 @@ class Scheduler:
             if not node.remote:  # (a hosted kernel's host spills itself: ``spill_hosted``)
                 node.info.spill = self.spill
                 for ctx in node.contexts:
-                    ctx._spill_at = SPILL_SLICE
+                    ctx.spill_at = SPILL_SLICE
 
     # -- outside the lock ---------------------------------------------------------------------
 
@@ -106,11 +105,11 @@ class Scheduler:
     def run(self, arg: object) -> None:
         """Executor entry point: run one claimed invocation or a close, then complete it."""
         ctx: Context = arg  # type: ignore[assignment]
-        node: Node = ctx._owner  # type: ignore[assignment]
+        node: Node = ctx.owner  # type: ignore[assignment]
         if node.remote:
             self._run_hosted(node, ctx)
             return
-        if ctx._phase == PHASE_CLOSE:
+        if ctx.phase == PHASE_CLOSE:
             self._run_close(node, ctx)
             return
         if node.hop and not self.timed:
@@ -134,8 +133,8 @@ class Scheduler:
                     err = exc
                     text = _describe(exc, ctx)
         release_inputs(ctx)
-        if ctx._batch is not None:
-            ctx._batch = None
+        if ctx.batch is not None:
+            ctx.batch = None
         if node.typed_outputs and not text:
             text = _output_type_error(node, ctx)
         self.complete(node, ctx, err, text)
@@ -152,7 +151,7 @@ class Scheduler:
         except BaseException as exc:
             if is_interrupt(exc):
                 node.running_since = 0
-                if ctx._phase == PHASE_PROCESS:
+                if ctx.phase == PHASE_PROCESS:
                     self._abandon(node, ctx)
                 raise
             err = exc
@@ -165,19 +164,19 @@ class Scheduler:
 
     def _measured(self, node: Node, ctx: Context, name: str, start: int, duration: int, copies: int) -> None:
         """Account one measured callback: node timings, the watchdog, the tracer."""
-        if ctx._phase == PHASE_PROCESS:  # node stats time `process` only (lm-flow's definition)
+        if ctx.phase == PHASE_PROCESS:  # node stats time `process` only (lm-flow's definition)
             node.record_time(duration)
             node.copies += copies
         if self.watchdog_ns and duration > self.watchdog_ns:
             log.warning("node `%s`: one %s took %.1f ms, exceeding watchdog %d ms", node.name,
                         name.capitalize(), duration / 1e6, self.watchdog_ns // 1_000_000)
         tracer = self.tracer
-        if tracer is not None and ctx._phase == PHASE_PROCESS:
-            tracer(node.name, name, ctx._ts, start, duration)
+        if tracer is not None and ctx.phase == PHASE_PROCESS:
+            tracer(node.name, name, ctx.ts, start, duration)
 
     def _abandon(self, node: Node, ctx: Context) -> None:
         """The user's Ctrl-C (``is_interrupt``) escaped a kernel: cancel the graph, keep counts straight."""
-        for out in ctx._out:
+        for out in ctx.out_packets:
             out.clear()
         status = self.status
         with status.lock:
@@ -204,7 +203,7 @@ class Scheduler:
     # -- one call emitting many packets --------------------------------------------------------
 
     def spill(self, ctx: Context) -> None:
-        """``emit`` staged ``ctx._spill_at`` packets on one port while the call runs: deliver all
+        """``emit`` staged ``ctx.spill_at`` packets on one port while the call runs: deliver all
         the call has staged so far, then hold the kernel until the graph's budget has room.
 
         Without this a call's output is staged whole before any of it is delivered, so one call
@@ -223,11 +222,11 @@ class Scheduler:
         must leave the whole flush blocked), no declared output types (checked at the end), and
         in ``process`` only.
         """
-        node: Node = ctx._owner  # type: ignore[assignment]
+        node: Node = ctx.owner  # type: ignore[assignment]
         if self._deliver_staged(node, ctx):
-            ctx._spill_at = SPILL_SLICE
+            ctx.spill_at = SPILL_SLICE
         else:
-            ctx._spill_at = min(ctx._spill_at * 2, SPILL_NEVER)
+            ctx.spill_at = min(ctx.spill_at * 2, SPILL_NEVER)
 
     def spill_hosted(self, node: Node, ctx: Context, outputs: list[list[Packet]]) -> bool:
         """``spill`` for a call running on a kernel host (a process pool's worker): ``outputs``
@@ -238,7 +237,7 @@ class Scheduler:
         after twice its last count (False: not eligible, kept staged for the final outcome, or
         nothing made room within a slice), as ``spill`` decides for an in-process call.
         """
-        for staged, packets in zip(ctx._out, outputs, strict=True):
+        for staged, packets in zip(ctx.out_packets, outputs, strict=True):
             for p in packets:
                 p._owned = False
             staged.extend(packets)
@@ -250,19 +249,15 @@ class Scheduler:
         False when it may not be delivered yet (it stays staged) or no room came."""
         status = self.status
         with status.lock:
-            if (ctx._phase != PHASE_PROCESS or status.halted or node.blocked or node.limited
+            if (ctx.phase != PHASE_PROCESS or status.halted or node.blocked or node.limited
                     or node.typed_outputs or node.max_in_flight != 1):
                 return False
             delivery = self.delivery
-            for o, staged in enumerate(ctx._out):
+            for o, staged in enumerate(ctx.out_packets):
                 if staged:
                     edge = node.out_edges[o]
                     node.packets_out += len(staged)
-                    port = edge.solo
-                    if port is not None:
-                        delivery.deliver_solo(edge, port, staged)
-                    else:
-                        delivery.deliver(edge, staged)
+                    delivery.flush_port(edge, staged)  # the one tap point, as at the call's end
                     staged.clear()
             if status.waiters:
                 status.changed.notify_all()
@@ -319,14 +314,14 @@ class Scheduler:
             self._flush_finished(node, ctx)
             if node.is_source:
                 # After the flush: the queue bound counts what this call emitted.
-                if ctx._source_done:
+                if ctx.source_finished:
                     node.source_done = True
                     node.closable = True
-                    ctx._source_done = False
+                    ctx.source_finished = False
                 elif not (status.cancelled or status.error is not None):
                     # (A yield after a cancel or a failure parks nothing: the source closes.)
                     self.sources.pace(node, ctx)
-                ctx._yield = None
+                ctx.yield_s = None
             if self.blocking.retry:
                 self._settle()
             self.claims.schedule(node)
@@ -396,17 +391,17 @@ class Scheduler:
 
     def fail(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
         """Discard a failed invocation's output; skip it or fail the graph; lock held."""
-        for out in ctx._out:
+        for out in ctx.out_packets:
             out.clear()
-        ctx._bounds = None
-        ctx._error_text = None
+        ctx.bounds = None
+        ctx.error_text = None
         node.errors += 1
         if node.on_error_skip:
             if _is_power_of_two(node.errors):
                 log.warning("node `%s`: skipping a failed packet (on_error=skip), %d so far: %s",
                             node.name, node.errors, text)
             return
-        self.status.record_error(node, err, text, ctx._ts)
+        self.status.record_error(node, err, text, ctx.ts)
         self.blocking.drop_blocked()
         for other in self.closing.nodes:
             if other is not node:
@@ -441,14 +436,14 @@ class Scheduler:
     def _run_hosted(self, node: Node, ctx: Context) -> None:
         """Send the callback to the kernel host of ``node``'s executor; complete what comes back."""
         text = ""
-        if ctx._phase == PHASE_PROCESS:
+        if ctx.phase == PHASE_PROCESS:
             if node.rate_period:
                 node.last_start = time.monotonic()
             if node.typed_inputs:
                 text = input_type_error(node, ctx)
         if text:
             release_inputs(ctx)
-            ctx._batch = None
+            ctx.batch = None
             self.complete(node, ctx, None, text)
             return
         invocation = invocation_of(node, ctx)
@@ -469,11 +464,11 @@ class Scheduler:
             err, text = apply_outcome(node, ctx, outcome)
             if self.timed:
                 node.running_since = 0
-                self._measured(node, ctx, "close" if ctx._phase == PHASE_CLOSE else "process", outcome.started_ns,
+                self._measured(node, ctx, "close" if ctx.phase == PHASE_CLOSE else "process", outcome.started_ns,
                                outcome.duration_ns, outcome.copies)
             if not text and node.typed_outputs:
                 text = _output_type_error(node, ctx)
-            if ctx._phase == PHASE_CLOSE:
+            if ctx.phase == PHASE_CLOSE:
                 self._close_complete(node, ctx, err, text)
             else:
                 self.complete(node, ctx, err, text)
@@ -512,12 +507,12 @@ class Scheduler:
             release_inputs(ctx)
             edge = node.out_edge
             port: InPort | None = None
-            poller: Poller | None = None
+            poller: OutputQueue | None = None
             if edge is not None:
                 port = edge.solo
                 if port is None:
                     poller = edge.sole_poller
-                if (port is None and poller is None) or len(ctx._out[0]) != 1 or ctx._bounds is not None:
+                if (port is None and poller is None) or len(ctx.out_packets[0]) != 1 or ctx.bounds is not None:
                     self.complete(node, ctx, None, "")
                     return
             nxt, subs = self._hop_land(node, ctx, edge, port, poller)
@@ -531,7 +526,7 @@ class Scheduler:
                 follow = self._hop_follow(executor, backlog, subs)
                 if follow is None:
                     return
-                node = follow._owner  # type: ignore[assignment]
+                node = follow.owner  # type: ignore[assignment]
                 ctx = follow
                 continue
             if backlog or not port.chained or self.timed:  # type: ignore[union-attr]
@@ -545,7 +540,7 @@ class Scheduler:
             ctx = nxt
 
     def _hop_land(self, node: Node, ctx: Context, edge: Edge | None, port: InPort | None,
-                  poller: Poller | None) -> tuple[Context | None, list[Submission]]:
+                  poller: OutputQueue | None) -> tuple[Context | None, list[Submission]]:
         """Under the lock: finish a hop invocation and land its one packet (if any).
 
         Returns ``ctx`` when ``complete`` must take over (decided under the lock), the
@@ -565,12 +560,12 @@ class Scheduler:
             node.processed += 1
             node.in_flight = 0
             node.next_flush = ctx.seq + 1
-            ctx._done = None
+            ctx.in_done = None
             node.contexts.append(ctx)
             status.busy -= 1  # this invocation is done (a hand-over below counts the next one)
             if edge is not None:
                 # What ``deliver`` does for one packet, up to where it lands.
-                p = ctx._out[0].pop()
+                p = ctx.out_packets[0].pop()
                 node.packets_out += 1
                 ts = p._ts
                 b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
@@ -578,22 +573,12 @@ class Scheduler:
                     edge.published = b
                 if poller is not None:
                     # A graph output that only one unbounded poller reads.
-                    poller._queue.append(p)
+                    poller.packets.append(p)
                     budget.add_one(p)
                 elif port is not None:
-                    # ``deliver_solo``, then ``schedule`` of the consumer.
-                    if b > port.bound:
-                        port.bound = b
-                    consumer = port.node
-                    if takes_at_once(consumer, port):
-                        nxt = self.claims.hand_over(consumer, port, p, ts)
-                    else:
-                        q = port.queue
-                        q.append(p)
-                        budget.add_one(p)
-                        if len(q) > port.peak:
-                            budget.new_peak(edge, port)
-                        self.claims.schedule(consumer)
+                    # ``deliver_solo`` of one packet: ``land`` it (the next call comes back
+                    # when the consumer takes it at once).
+                    nxt = self.delivery.land(edge, port, p, ts, b)
             # Claim the node again if input waits (a join: only a non-empty queue can make
             # it ready again), close it if it may.
             own = node.fast1
@@ -626,10 +611,10 @@ class Scheduler:
         if len(subs) == 1 and backlog is not None and not backlog:
             ex, task, arg = subs[0]
             claimed: Context = arg  # type: ignore[assignment]
-            owner: Node = claimed._owner  # type: ignore[assignment]
+            owner: Node = claimed.owner  # type: ignore[assignment]
             # One invocation claimed (a join made ready), for this runs-on-caller executor
             # with nothing queued before it. (Closes run the close phase: not a hop.)
-            if ex is executor and task is self._run and owner.hop and claimed._phase != PHASE_CLOSE and not self.timed:
+            if ex is executor and task is self._run and owner.hop and claimed.phase != PHASE_CLOSE and not self.timed:
                 return claimed
         for ex, task, arg in subs:
             ex.submit(task, arg)
@@ -662,6 +647,6 @@ def call_observers(calls: Calls) -> None:
 def release_inputs(ctx: Context) -> None:
     """Drop the invocation's input handles before its output is flushed, so that downstream
     ``take_input`` sees exclusive payloads (and may write in place)."""
-    inputs = ctx._in
+    inputs = ctx.in_packets
     for i in range(len(inputs)):
         inputs[i] = None

@@ -15,7 +15,6 @@ from ._engine_common import _BYTES, _STR, _buffer_bytes, payload_bytes
 
 if TYPE_CHECKING:
     from ..packets import Packet
-    from ._nodes import Edge, InPort
 
 log = logging.getLogger("flowplex.graph")
 
@@ -63,34 +62,42 @@ class Budget:
             if tid >= _STR or tid == _BYTES:
                 self.queued_bytes -= payload_bytes(p)
 
+    def add_again(self, packets: list[Packet], nbytes: int) -> int:
+        """Book ``packets`` entering one more queue (a fan-out); returns their byte count.
+
+        ``nbytes`` is that count when an earlier queue of the same fan-out measured it, -1 if
+        none did yet: a fan-out to many queues sizes its payloads once.
+        """
+        self.queued += len(packets)
+        if self.limit_bytes:
+            if nbytes < 0:
+                nbytes = _buffer_bytes(packets)
+            self.queued_bytes += nbytes
+        return nbytes
+
+    def replace(self, added: list[Packet], removed: list[Packet]) -> None:
+        """Book a lossy queue taking ``added`` and pushing ``removed`` out (a bounded poller)."""
+        self.queued += len(added) - len(removed)
+        if self.limit_bytes:
+            self.queued_bytes += _buffer_bytes(added) - _buffer_bytes(removed)
+
+    def add_uncounted(self, n: int) -> None:
+        """Book ``n`` packets whose bytes are not counted entering (negative: leaving) a queue.
+
+        Feedback registers (they keep one value each) and a poller's bound markers (no payload).
+        """
+        self.queued += n
+
     def under(self) -> bool:
         """Below both watermarks (ignoring blocking pollers)."""
         return ((not self.limit_packets or self.queued < self.limit_packets)
                 and (not self.limit_bytes or self.queued_bytes < self.limit_bytes))
-
-    def has_room(self, edge: Edge) -> bool:
-        """Whether a graph-input send on ``edge`` may deliver now (watermark, blocking pollers)."""
-        if not self.under():
-            return False
-        if edge.blocking:
-            return all(len(p) < p.capacity for p in edge.blocking)
-        return True
 
     def fullness(self) -> str:
         """What fills the graph, for errors."""
         limit = f"limit={self.limit_packets}" if self.limit_packets else "no packet limit"
         extra = f", {self.queued_bytes} payload bytes (limit={self.limit_bytes})" if self.limit_bytes else ""
         return f"{self.queued} packets queued ({limit}){extra}"
-
-    def new_peak(self, edge: Edge, port: InPort) -> None:
-        """Record a queue's new peak; warn at the soft limit, then at each doubling of it."""
-        depth = len(port.queue)
-        port.peak = depth
-        limit = self.soft_limit
-        if limit and depth > max(port.warn_at, limit):
-            port.warn_at = max(port.warn_at, limit) * 2
-            log.warning("edge `%s` has %d packets backlogged at `%s.%s` (soft limit %d)", edge.name, depth,
-                        port.node.name, port.name, limit)
 
     def clear(self) -> None:
         """Nothing queued any more (``Graph.reset``)."""

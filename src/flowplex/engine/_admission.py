@@ -31,6 +31,15 @@ READER_GRACE_S: Final = 1.0
 """How long a blocked send waits for a poller to be read before calling the graph deadlocked."""
 
 
+def has_room(budget: Budget, edge: Edge) -> bool:
+    """Whether a graph-input send on ``edge`` may deliver now (watermark, blocking pollers)."""
+    if not budget.under():
+        return False
+    if edge.blocking:
+        return all(len(p) < p.capacity for p in edge.blocking)
+    return True
+
+
 class Admission:
     """Admits graph-input sends; the host's way into the data path."""
 
@@ -67,14 +76,10 @@ class Admission:
                     (not budget.limit_packets or budget.queued < budget.limit_packets)
                     and (not budget.limit_bytes or budget.queued_bytes < budget.limit_bytes)
                     and not edge.blocking
-                ) or budget.has_room(edge):
+                ) or has_room(budget, edge):
                     edge.last_sent = ts
                     packet._owned = False
-                    port = edge.solo
-                    if port is not None:
-                        self.delivery.deliver_solo(edge, port, [packet])
-                    else:
-                        self.delivery.deliver(edge, [packet])
+                    self.delivery.flush_port(edge, [packet])
                     self.scheduler.settle_locked()
                     return self.scheduler.take_work()
                 if not wait:
@@ -103,7 +108,7 @@ class Admission:
             return
         status = self.status
         with status.lock:
-            if self.budget.has_room(edge) or status.halted:
+            if has_room(self.budget, edge) or status.halted:
                 return
             if self.pump.idle():
                 stall = self._stall_reason(since)

@@ -51,7 +51,7 @@ class Blocking:
 
         A batch larger than a consumer's whole capacity can never fit: that is a graph error.
         """
-        for o, staged in enumerate(ctx._out):
+        for o, staged in enumerate(ctx.out_packets):
             if not staged:
                 continue
             n = len(staged)
@@ -63,7 +63,7 @@ class Blocking:
                         self.status.record_error(node, None, (
                             f"node `{node.name}` emits a batch of {n} packets to edge `{edge.name}`, exceeding "
                             f"consumer `{port.node.name}` input port `{port.name}` effective packet capacity {cap}; "
-                            "set a larger input_queues capacity"), ctx._ts)
+                            "set a larger input_queues capacity"), ctx.ts)
                         return True  # flushed as discarded: the graph failed
                     return self.block(node, f"consumer `{port.node.name}` input `{port.name}` (capacity={cap}, "
                                             f"queued={len(port.queue)}, incoming={n})")
@@ -94,7 +94,7 @@ class Blocking:
         """After an error or cancel: discard blocked flushes so their nodes can close."""
         for node in list(self.blocked):
             for ctx in node.pending.values():
-                for staged in ctx._out:
+                for staged in ctx.out_packets:
                     staged.clear()
                 node.contexts.append(ctx)
             node.pending.clear()

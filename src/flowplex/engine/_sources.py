@@ -67,7 +67,7 @@ class Sources:
 
     def pace(self, node: Node, ctx: Context) -> None:
         """After a source invocation: wait for ``source_yield`` / ``rate`` / the bound; lock held."""
-        delay = ctx._yield
+        delay = ctx.yield_s
         deadline = 0.0
         now = time.monotonic()
         if node.rate_period:

@@ -23,8 +23,8 @@ if TYPE_CHECKING:
     from ._blocking import Blocking
     from ._budget import Budget
     from ._closing import Closing
-    from ._io import Poller
     from ._loop import Scheduler
+    from ._nodes import OutputQueue
     from ._pump import Pump
     from ._status import Status
 
@@ -191,10 +191,10 @@ class Waits:
 
     # -- one poller -----------------------------------------------------------------------------
 
-    def _take(self, poller: Poller) -> Packet:
+    def _take(self, poller: OutputQueue) -> Packet:
         """Take ``poller``'s oldest packet for the host; lock held."""
         status = self.status
-        p = poller._queue.popleft()
+        p = poller.packets.popleft()
         self.budget.take_one(p)
         poller.last_read = time.monotonic()
         poller.last_reader = threading.get_ident()
@@ -208,11 +208,11 @@ class Waits:
             self.scheduler.sources.room()
         return p if p._value is None else clone_owned(p)
 
-    def try_next(self, poller: Poller) -> Packet | None:
+    def try_next(self, poller: OutputQueue) -> Packet | None:
         """``Poller.try_next``: the next packet if one is queued, else None."""
         status = self.status
         with status.lock:
-            if poller._queue:
+            if poller.packets:
                 p = self._take(poller)
             else:
                 status.raise_if_failed()
@@ -221,11 +221,11 @@ class Waits:
             self.scheduler.settle()
         return p
 
-    def next(self, poller: Poller, deadline: float | None, timeout: float | None) -> Packet | None:
+    def next(self, poller: OutputQueue, deadline: float | None, timeout: float | None) -> Packet | None:
         """``Poller.next``: block for the next packet; None at the end of the stream."""
         status = self.status
         with status.lock:
-            p = self._take(poller) if poller._queue else None
+            p = self._take(poller) if poller.packets else None
             if p is None:
                 status.raise_if_failed()
                 poller.readers += 1  # waiting on this poller: senders see someone reads it
@@ -239,7 +239,7 @@ class Waits:
             with status.lock:
                 poller.readers -= 1
 
-    def _wait_next(self, poller: Poller, deadline: float | None, timeout: float | None) -> Packet | None:
+    def _wait_next(self, poller: OutputQueue, deadline: float | None, timeout: float | None) -> Packet | None:
         """``next()`` once the queue was empty: pump delegated work or wait for a packet."""
         status = self.status
         while True:
@@ -255,7 +255,7 @@ class Waits:
             if self.pump.pump_step():
                 continue
             with status.lock:
-                if poller._queue or poller.closed or status.error is not None:
+                if poller.packets or poller.closed or status.error is not None:
                     continue
                 if status.cancelled and self.pump.idle():
                     # A cancel ends the stream once its closes ran (the poller closed, above),

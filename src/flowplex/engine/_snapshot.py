@@ -26,9 +26,8 @@ from .._state import GraphState
 if TYPE_CHECKING:
     from ..executors import Executor
     from ._budget import Budget
-    from ._io import Poller
     from ._loop import Scheduler
-    from ._nodes import Edge, InPort, Node
+    from ._nodes import Edge, InPort, Node, OutputQueue
     from ._status import Status
 
 __all__ = ["take_snapshot"]
@@ -99,7 +98,7 @@ def _node(n: Node) -> NodeSnapshot:
     )
 
 
-def _poller(p: Poller) -> PollerSnapshot:
+def _poller(p: OutputQueue) -> PollerSnapshot:
     return PollerSnapshot(port=p.name, queued=len(p), capacity=p.capacity, overflow=p.overflow, dropped=p.dropped,
                           closed=p.closed)
 

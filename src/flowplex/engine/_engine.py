@@ -16,7 +16,7 @@ From the bottom up (a part calls only parts listed above it):
 ``Engine`` builds them and offers the host operations ``Graph`` (a facade) delegates to:
 start, stop, reset, cancel, pause, inputs, pollers and observers. The path of one packet:
 ``Input.send`` → ``Admission.accept`` → ``Delivery`` → ``Claims`` → executor →
-``Scheduler.run``/``complete`` → ``Delivery`` → a ``Poller``.
+``Scheduler.run``/``complete`` → ``Delivery`` → a poller's ``OutputQueue``.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ from ._closing import Closing
 from ._delivery import Delivery
 from ._engine_common import Submission as Submission
 from ._engine_common import Work as Work
-from ._io import Poller
 from ._loop import Scheduler, Tracer, call_observers
+from ._nodes import OutputQueue
 from ._pump import Pump
 from ._seam import recipe_of
 from ._snapshot import take_snapshot
@@ -128,9 +128,9 @@ class Engine:
 
     # -- subscribers and side packets (before start) --------------------------------------------
 
-    def add_poller(self, edge: Edge, observe_bounds: bool, capacity: int, overflow: str) -> Poller:
-        """Subscribe a new poller to graph output ``edge``."""
-        poller = Poller(self.waits, self.budget, edge, observe_bounds, capacity, overflow)
+    def add_poller(self, edge: Edge, observe_bounds: bool, capacity: int, overflow: str) -> OutputQueue:
+        """Subscribe a new poller to graph output ``edge``: its queue, which the host reads through ``waits``."""
+        poller = OutputQueue(self.budget, edge, observe_bounds, capacity, overflow)
         with self.status.lock:
             edge.pollers.append(poller)
             if observe_bounds:
@@ -243,7 +243,7 @@ class Engine:
     def _open(self, node: Node, deadline: float | None) -> None:
         """Run ``node``'s open callback (here, on a helper thread, or on its executor's kernel host)."""
         ctx = node.contexts[-1]
-        ctx._reset_for(TS_UNSTARTED, PHASE_OPEN)
+        ctx.reset_for(TS_UNSTARTED, PHASE_OPEN)
         err: BaseException | None = None
         text = ""
         if self.watchdog is not None:
@@ -263,7 +263,7 @@ class Engine:
         finally:
             node.running_since = 0
             if not left:
-                for staged in ctx._out:
+                for staged in ctx.out_packets:
                     staged.clear()
         if text:
             with self.status.lock:
@@ -408,7 +408,7 @@ class Engine:
             eng = engine()
             if eng is None:
                 return
-            owner = getattr(arg, "_owner", None)  # a task's argument is a context of its node
+            owner = getattr(arg, "owner", None)  # a task's argument is a call (context) of its node
             node = owner if owner in eng.nodes else next((n for n in eng.nodes if n.executor is executor), None)
             eng.thread_failed(node, exc, where, arg is not None)
 

@@ -84,7 +84,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         node.side_required = list(contract.side_packets)
         for _ in range(node.max_in_flight + 1):  # +1: the close callback's context
             ctx = Context(info)
-            ctx._owner = node
+            ctx.owner = node
             node.contexts.append(ctx)
         nodes.append(node)
 

@@ -54,11 +54,10 @@ class Closing:
         node.claimable = False
         status.busy += 1
         ctx = node.contexts.pop()
-        ctx._reset_for(TS_DONE, PHASE_CLOSE)
+        ctx.reset_for(TS_DONE, PHASE_CLOSE)
         ctx.close_reason = (CloseReason.CANCELLED if status.cancelled
                             else CloseReason.ERROR if status.error is not None else CloseReason.NORMAL)
-        claims = self.claims
-        claims.out.append((node.executor, claims.task, ctx))
+        self.claims.submit(node, ctx)
 
     def rescan(self, nodes: tuple[Node, ...] | list[Node]) -> None:
         """Claim what is ready and close what may close, for each of ``nodes``."""
@@ -74,7 +73,7 @@ class Closing:
     def closed(self, node: Node, ctx: Context, err: BaseException | None, text: str) -> None:
         """``node``'s close callback returned (``text``: its failure): flush, close its edges."""
         if text:
-            for out in ctx._out:
+            for out in ctx.out_packets:
                 out.clear()
             self.status.record_error(node, err, text)
             self.try_close_all(self.nodes)
@@ -152,7 +151,7 @@ class Closing:
                 if not q:
                     continue
                 if port.is_back:  # feedback registers are not in the byte count
-                    self.budget.queued -= len(q)
+                    self.budget.add_uncounted(-len(q))
                 else:
                     self.budget.take(list(q))
                 held.extend(q)
@@ -170,15 +169,15 @@ class Closing:
 
 def _take_context(ctx: Context, held: list[object]) -> None:
     """Move an idle context's staged output, inputs and batch into ``held``."""
-    for staged in ctx._out:
+    for staged in ctx.out_packets:
         if staged:
             held.extend(staged)
             staged.clear()
-    inputs = ctx._in
+    inputs = ctx.in_packets
     for i in range(len(inputs)):
         if inputs[i] is not None:
             held.append(inputs[i])
             inputs[i] = None
-    if ctx._batch is not None:
-        held.append(ctx._batch)
-        ctx._batch = None
+    if ctx.batch is not None:
+        held.append(ctx.batch)
+        ctx.batch = None

@@ -24,12 +24,12 @@ log = logging.getLogger("flowplex.graph")
 
 def invocation_of(node: Node, ctx: Context) -> Invocation:
     """The claimed callback in ``ctx`` as plain data; the context lets go of its inputs."""
-    inputs: list[Packet | None] = list(ctx._in)
-    for i in range(len(ctx._in)):
-        ctx._in[i] = None
-    batch = ctx._batch
-    ctx._batch = None
-    return Invocation(node.index, ctx.seq, ctx._phase, ctx._ts, inputs, batch, ctx._done, ctx.close_reason)
+    inputs: list[Packet | None] = list(ctx.in_packets)
+    for i in range(len(ctx.in_packets)):
+        ctx.in_packets[i] = None
+    batch = ctx.batch
+    ctx.batch = None
+    return Invocation(node.index, ctx.seq, ctx.phase, ctx.ts, inputs, batch, ctx.in_done, ctx.close_reason)
 
 
 def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseException | None, str]:
@@ -48,18 +48,18 @@ def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseExcep
             err.add_note(f"(raised in the kernel host of node `{node.name}`)\n{outcome.traceback}")
         return err, outcome.error
     outputs = outcome.outputs
-    if len(outputs) != len(ctx._out):
+    if len(outputs) != len(ctx.out_packets):
         msg = (f"the executor returned output for {len(outputs)} port(s); node `{node.name}` has "
-               f"{len(ctx._out)}")
+               f"{len(ctx.out_packets)}")
         return None, msg
-    for staged, packets in zip(ctx._out, outputs, strict=True):
+    for staged, packets in zip(ctx.out_packets, outputs, strict=True):
         for p in packets:
             p._owned = False
         staged.extend(packets)
         packets.clear()  # the context holds them now, alone: a consumer may find them exclusive
-    ctx._bounds = outcome.bounds
-    ctx._source_done = outcome.source_done
-    ctx._yield = outcome.yield_s
+    ctx.bounds = outcome.bounds
+    ctx.source_finished = outcome.source_done
+    ctx.yield_s = outcome.yield_s
     return None, ""
 
 

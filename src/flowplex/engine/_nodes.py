@@ -1,26 +1,30 @@
-"""Runtime state of ports, edges and nodes, and the readiness rules of the input policies.
+"""Runtime state of ports, edges, nodes and pollers' queues, and the readiness rules of the input policies.
 
 All of it is guarded by the engine's one lock; nothing here runs user code.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, final
 
 from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
+from ..errors import ConfigError
+from ..packets import Packet, type_name
 
 if TYPE_CHECKING:
     from ..executors import Executor
     from ..executors._protocol import Inbox
     from ..kernels import Kernel
     from ..kernels._context import Context, NodeInfo
-    from ..packets import Packet
     from ..spec._specs import NodeSpec
-    from ._io import Poller
+    from ._budget import Budget
 
 Observer = Callable[["Packet"], object]
+
+log = logging.getLogger("flowplex.graph")
 
 SYNC: Final = 0
 IMMEDIATE: Final = 1
@@ -66,6 +70,15 @@ class InPort:
         self.overwritten = 0
         self.warn_at = 0
 
+    def new_peak(self, edge_name: str, soft_limit: int) -> None:
+        """Record the queue's new peak; warn at the soft limit, then at each doubling of it."""
+        depth = len(self.queue)
+        self.peak = depth
+        if soft_limit and depth > max(self.warn_at, soft_limit):
+            self.warn_at = max(self.warn_at, soft_limit) * 2
+            log.warning("edge `%s` has %d packets backlogged at `%s.%s` (soft limit %d)", edge_name, depth,
+                        self.node.name, self.name, soft_limit)
+
 
 class Edge:
     """An edge: one producer port, any number of consumer ports, pollers and observers."""
@@ -79,19 +92,19 @@ class Edge:
         self.producer = producer
         self.is_graph_input = producer is None
         self.consumers: list[InPort] = []
-        self.pollers: list[Poller] = []
+        self.pollers: list[OutputQueue] = []
         self.observers: list[Observer] = []
-        self.bound_pollers: list[Poller] = []
+        self.bound_pollers: list[OutputQueue] = []
         self.bound_observers: list[Observer] = []
         self.closed = False
         self.dropped = 0
         self.last_sent = TS_UNSET
         self.published = TS_UNSTARTED
-        self.blocking: list[Poller] = []
+        self.blocking: list[OutputQueue] = []
         """Bounded pollers with the ``block`` policy (they bound graph-input sends)."""
         self.solo: InPort | None = None
         """The only consumer port when it is plain and nobody subscribes (delivery fast path)."""
-        self.sole_poller: Poller | None = None
+        self.sole_poller: OutputQueue | None = None
         """The only reader when it is one unbounded poller (a graph output: delivery fast path)."""
 
     def update_solo(self) -> None:
@@ -336,3 +349,129 @@ def batch_plan(node: Node) -> tuple[list[int], int] | None:
     if rounds < n and not all(p.closed for p in ports):
         return None
     return cursors, last
+
+
+def input_type_error(node: Node, ctx: Context) -> str:
+    """Why the claimed inputs break the node's declared input types ("" when they do not)."""
+    for i, want in enumerate(node.in_types):
+        p = ctx.in_packets[i]
+        if want and p is not None and p._tid != want:
+            hint = " (packets of type id 0 only pass ports declared `any`)" if p._tid == 0 else ""
+            return (f"input port `{node.inputs[i].name}` type mismatch: contract declares {type_name(want)}, "
+                    f"actual {type_name(p._tid)}{hint}")
+    return ""
+
+
+def _output_type_error(node: Node, ctx: Context) -> str:
+    """Why staged output breaks the node's declared output types ("" when it does not)."""
+    for o, want in enumerate(node.out_types):
+        if not want:
+            continue
+        for p in ctx.out_packets[o]:
+            if p._value is not None and p._tid != want:
+                return (f"output port `{node.out_edges[o].name}` type mismatch: contract declares "
+                        f"{type_name(want)}, emitted {type_name(p._tid)}")
+    return ""
+
+
+OVERFLOW_POLICIES: Final = ("block", "drop_oldest", "drop_newest", "latest")
+"""What a bounded poller does when full: producers wait (``block``) or a packet is dropped, counted."""
+
+
+@final
+class OutputQueue:
+    """The packets delivered to one poller of a graph output, in order (engine side; lock held).
+
+    ``packets`` is written by the engine only; the host takes from it through ``Waits``.
+    """
+
+    __slots__ = ("_budget", "blocks", "capacity", "closed", "dropped", "edge", "last_read", "last_reader", "name",
+                 "observe_bounds", "overflow", "packets", "readers")
+
+    def __init__(self, budget: Budget, edge: Edge, observe_bounds: bool, capacity: int = 0,
+                 overflow: str = "block") -> None:
+        name = edge.name
+        if overflow not in OVERFLOW_POLICIES:
+            choices = list(OVERFLOW_POLICIES)
+            msg = f"add_poller(`{name}`): unknown overflow policy {overflow!r}; use one of {choices}"
+            raise ConfigError(msg)
+        if capacity < 0 or (capacity == 0 and overflow != "block"):
+            msg = f"add_poller(`{name}`): a bounded poller needs capacity >= 1 (got {capacity})"
+            raise ConfigError(msg)
+        if overflow == "latest" and capacity != 1:
+            msg = f"add_poller(`{name}`): overflow='latest' keeps one packet; use capacity=1"
+            raise ConfigError(msg)
+        if capacity and observe_bounds:
+            msg = f"add_poller(`{name}`): bounded pollers do not receive timestamp-bound events"
+            raise ConfigError(msg)
+        self._budget = budget
+        self.edge = edge
+        self.name = name
+        self.observe_bounds = observe_bounds
+        self.capacity = capacity
+        self.overflow = overflow
+        self.blocks = capacity > 0 and overflow == "block"
+        """Lossless and bounded: producers wait (cooperatively) for the host to read."""
+        self.dropped = 0
+        self.packets: deque[Packet] = deque()
+        """Delivered, not yet read: the engine appends (lock held), ``Waits`` takes for the host."""
+        self.closed = False
+        # Who reads this poller: a blocked ``send`` waits (rather than calling the graph
+        # deadlocked) while another thread drains a poller that holds the backlog.
+        self.readers = 0
+        """Threads inside ``next()`` right now (lock held to change)."""
+        self.last_read = 0.0
+        """``time.monotonic()`` of the last packet taken (0.0: never)."""
+        self.last_reader = 0
+        """``threading.get_ident()`` of the thread that took it."""
+
+    def push_many(self, packets: list[Packet]) -> None:
+        """Append delivered packets, applying the overflow policy of a bounded poller.
+
+        Queued packets (and their buffer bytes) count toward the graph's limits, like packets
+        in node queues: a host that reads slowly makes ``send`` wait instead of growing memory.
+        """
+        q = self.packets
+        budget = self._budget
+        cap = self.capacity
+        if not cap or self.blocks:
+            q.extend(packets)
+            budget.add(packets)
+            return
+        removed: list[Packet] = []  # queued packets pushed out by the newcomers
+        if self.overflow == "drop_newest":
+            room = max(0, cap - len(q))
+            added, lost = packets[:room], packets[room:]
+            q.extend(added)
+        else:  # drop_oldest / latest: the newest win
+            added = packets
+            q.extend(packets)
+            removed = lost = [q.popleft() for _ in range(max(0, len(q) - cap))]
+        budget.replace(added, removed)
+        self._count_drops(len(lost))
+
+    def _count_drops(self, n: int) -> None:
+        if n <= 0:
+            return
+        before = self.dropped
+        self.dropped += n
+        if (self.dropped & (self.dropped - 1)) == 0 or before.bit_length() != self.dropped.bit_length():
+            log.warning("poller overflow: output `%s` policy=%s capacity=%d queued=%d dropped_total=%d", self.name,
+                        self.overflow, self.capacity, len(self.packets), self.dropped)
+
+    def push_bound(self, ts: int) -> None:
+        """Append an empty packet announcing timestamp bound ``ts``."""
+        marker = Packet()
+        marker._ts = ts
+        self.packets.append(marker)
+        self._budget.add_uncounted(1)
+
+    def reset(self) -> None:
+        """Forget everything (``Graph.reset``)."""
+        self.packets.clear()
+        self.closed = False
+        self.dropped = 0
+
+    def __len__(self) -> int:
+        """Packets queued right now."""
+        return len(self.packets)

@@ -1,8 +1,9 @@
 """The engine's shape, checked against its sources: small parts that call one way.
 
 Issue 13's limits: no engine class over 25 methods or 600 lines, no function over 80 lines, no
-``NotImplementedError`` stubs, and the parts of ``flowplex.graph`` import each other in one
-direction only (``PARTS``, lowest first). Read with ``ast``: a lazy import counts too.
+``NotImplementedError`` stubs, and the parts of ``flowplex.engine`` (and of the facade,
+``flowplex.graph``) import each other in one direction only (``PARTS``, lowest first). Read
+with ``ast``: a lazy import counts too.
 """
 
 from __future__ import annotations
@@ -12,27 +13,37 @@ from pathlib import Path
 
 import pytest
 
+import flowplex.engine
 import flowplex.graph
 
+ENGINE = Path(flowplex.engine.__file__).parent
 GRAPH = Path(flowplex.graph.__file__).parent
 
-PARTS = (
-    "_args", "_nodes", "_timers", "_watchdog", "_engine_common", "_status", "_budget", "_blocking", "_claims",
-    "_delivery", "_closing", "_sources", "_seam", "_loop", "_pump", "_stalls", "_admission", "_waiting", "_io",
-    "_snapshot", "_engine", "_build", "_async", "_graph", "__init__",
-)
-"""Every module of ``flowplex.graph``, lowest first: a module imports only modules before it."""
+PARTS = {
+    ENGINE: (
+        "_engine_common", "_budget", "_nodes", "_timers", "_watchdog", "_status", "_blocking", "_claims",
+        "_delivery", "_closing", "_sources", "_seam", "_loop", "_pump", "_stalls", "_admission",
+        "_waiting", "_snapshot", "_engine", "_build", "__init__",
+    ),
+    GRAPH: ("_args", "_io", "_async", "_graph", "__init__"),
+}
+"""Every module of ``flowplex.engine`` and of ``flowplex.graph``, lowest first: a module imports only
+modules of its package before it (the facade imports the engine, never the other way)."""
 
-TYPE_ONLY_UPWARD = {("_nodes", "_io"), ("_loop", "_io"), ("_waiting", "_io"), ("_async", "_graph")}
-"""Type hints that name a higher module (never imported at run time): ``Poller`` is both a queue
-the data path fills and the host's endpoint, and the asyncio driver is handed its ``Graph``."""
+TYPE_ONLY_UPWARD: set[tuple[Path, str, str]] = set()
+"""Type hints that name a higher module (never imported at run time): none, and keep it so
+(``tests/test_layers.py`` also checks that no module cycle closes through a type hint)."""
+
+MODULES = [pytest.param(package, name, id=f"{package.name}.{name}")
+           for package, names in PARTS.items() for name in names]
+
 
 FACADES = {"Graph"}
 """Public classes whose size is lm-flow's API, not engine logic (they only delegate)."""
 
 
-def _tree(name: str) -> ast.Module:
-    return ast.parse((GRAPH / f"{name}.py").read_text())
+def _tree(package: Path, name: str) -> ast.Module:
+    return ast.parse((package / f"{name}.py").read_text())
 
 
 def _imports(tree: ast.Module) -> list[tuple[str, bool, int]]:
@@ -53,25 +64,28 @@ def _imports(tree: ast.Module) -> list[tuple[str, bool, int]]:
     return found
 
 
-def test_every_module_has_a_place_in_the_order() -> None:
-    on_disk = {p.stem for p in GRAPH.glob("*.py")}
-    assert on_disk == set(PARTS), f"add to PARTS: {sorted(on_disk - set(PARTS))}; gone: {sorted(set(PARTS) - on_disk)}"
+@pytest.mark.parametrize("package", PARTS, ids=lambda p: p.name)
+def test_every_module_has_a_place_in_the_order(package: Path) -> None:
+    on_disk = {p.stem for p in package.glob("*.py")}
+    parts = set(PARTS[package])
+    assert on_disk == parts, f"add to PARTS: {sorted(on_disk - parts)}; gone: {sorted(parts - on_disk)}"
 
 
-@pytest.mark.parametrize("name", PARTS)
-def test_a_part_imports_only_parts_below_it(name: str) -> None:
-    rank = PARTS.index(name)
+@pytest.mark.parametrize(("package", "name"), MODULES)
+def test_a_part_imports_only_parts_below_it(package: Path, name: str) -> None:
+    parts = PARTS[package]
+    rank = parts.index(name)
     wrong = [
         f"{name}.py:{line} imports {module}{' (type only)' if type_only else ''}"
-        for module, type_only, line in _imports(_tree(name))
-        if PARTS.index(module) >= rank and not (type_only and (name, module) in TYPE_ONLY_UPWARD)
+        for module, type_only, line in _imports(_tree(package, name))
+        if parts.index(module) >= rank and not (type_only and (package, name, module) in TYPE_ONLY_UPWARD)
     ]
     assert not wrong, wrong
 
 
-@pytest.mark.parametrize("name", PARTS)
-def test_classes_and_functions_stay_small(name: str) -> None:
-    tree = _tree(name)
+@pytest.mark.parametrize(("package", "name"), MODULES)
+def test_classes_and_functions_stay_small(package: Path, name: str) -> None:
+    tree = _tree(package, name)
     too_big: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ClassDef) and node.name not in FACADES:
@@ -86,9 +100,9 @@ def test_classes_and_functions_stay_small(name: str) -> None:
     assert not too_big, too_big
 
 
-@pytest.mark.parametrize("name", PARTS)
-def test_no_stubs_and_no_executor_kind_tests(name: str) -> None:
-    source = (GRAPH / f"{name}.py").read_text()
+@pytest.mark.parametrize(("package", "name"), MODULES)
+def test_no_stubs_and_no_executor_kind_tests(package: Path, name: str) -> None:
+    source = (package / f"{name}.py").read_text()
     assert "NotImplementedError" not in source
     # The engine reads what the Executor protocol declares, never an executor's kind or class.
     for needle in ('.kind ==', '.kind !=', 'isinstance(ex', 'InlineExecutor)', 'DelegatingExecutor)'):

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import flowplex
-from flowplex.graph._engine_common import payload_bytes
+from flowplex.engine._engine_common import payload_bytes
 from flowplex.packets import to_packet
 
 GRAPH = """input_ports: [x]

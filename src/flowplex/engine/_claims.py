@@ -53,6 +53,10 @@ class Claims:
         self.out = []
         return out
 
+    def submit(self, node: Node, ctx: Context) -> None:
+        """Queue claimed ``ctx`` of ``node`` for submission: the one writer of ``out``."""
+        self.out.append((node.executor, self.task, ctx))
+
     def schedule(self, node: Node) -> None:
         """Claim as many invocations of ``node`` as are ready."""
         if self.status.halted or not node.claimable or node.blocked:
@@ -68,14 +72,14 @@ class Claims:
             self.budget.take_one(p)
             ts = p._ts
             ctx = node.contexts.pop()
-            ctx._ts = ts
-            ctx._phase = PHASE_PROCESS
-            ctx._in[0] = p
+            ctx.ts = ts
+            ctx.phase = PHASE_PROCESS
+            ctx.in_packets[0] = p
             b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
             if b > port.bound:
                 port.bound = b
             if port.closed and not q:
-                ctx._done = [True]
+                ctx.in_done = [True]
             node.packets_in += 1
             ctx.seq = node.seq
             node.seq += 1
@@ -83,14 +87,14 @@ class Claims:
             self.status.busy += 1
             if port.capacity and self.blocking.blocked:
                 self.blocking.retry_later(port)
-            self.out.append((node.executor, self.task, ctx))
+            self.submit(node, ctx)
             return
         # Finished-but-unflushed invocations still hold their contexts (claim-order flushing).
         while node.in_flight + len(node.pending) < node.max_in_flight:
             claimed = self.claim(node)
             if claimed is None:
                 return
-            self.out.append((node.executor, self.task, claimed))
+            self.submit(node, claimed)
 
     def claim(self, node: Node) -> Context | None:
         """Pop the inputs of one invocation into a free context, or None when none is ready."""
@@ -104,15 +108,15 @@ class Claims:
             self.budget.take_one(p)
             ts = p._ts
             ctx = node.contexts.pop()
-            ctx._ts = ts
-            ctx._phase = PHASE_PROCESS
-            ctx._in[port.index] = p
+            ctx.ts = ts
+            ctx.phase = PHASE_PROCESS
+            ctx.in_packets[port.index] = p
             b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
             if b > port.bound:
                 port.bound = b
             if port.closed and not q:
-                ctx._done = [False] * len(node.inputs)
-                ctx._done[port.index] = True
+                ctx.in_done = [False] * len(node.inputs)
+                ctx.in_done[port.index] = True
             node.packets_in += 1
             if port.capacity and self.blocking.blocked:
                 self.blocking.retry_later(port)
@@ -120,8 +124,8 @@ class Claims:
             if node.source_done or node.waiting:
                 return None
             ctx = node.contexts.pop()
-            ctx._ts = node.seq
-            ctx._phase = PHASE_PROCESS
+            ctx.ts = node.seq
+            ctx.phase = PHASE_PROCESS
         else:
             general = self._claim_batch(node) if node.policy == BATCH else self._claim_aligned(node)
             if general is None:
@@ -141,20 +145,20 @@ class Claims:
             return None
         counts, ts = plan
         ctx = node.contexts.pop()
-        ctx._ts = ts
-        ctx._phase = PHASE_PROCESS
+        ctx.ts = ts
+        ctx.phase = PHASE_PROCESS
         batch: list[list[Packet]] = [[] for _ in node.inputs]
         for port, count in zip(node.fwd, counts, strict=True):
             items = [port.queue.popleft() for _ in range(count)]
             self.budget.take(items)
             batch[port.index] = items
-            ctx._in[port.index] = items[0] if items else None
+            ctx.in_packets[port.index] = items[0] if items else None
             if items:
                 b = next_allowed(items[-1]._ts)
                 if b > port.bound:
                     port.bound = b
             node.packets_in += count
-        ctx._batch = batch
+        ctx.batch = batch
         return ctx
 
     def _claim_aligned(self, node: Node) -> Context | None:
@@ -166,9 +170,9 @@ class Claims:
         ts = found
         ports = sync_set_group(node, ts) if node.policy == SYNC_SET else node.fwd
         ctx = node.contexts.pop()
-        ctx._ts = ts
-        ctx._phase = PHASE_PROCESS
-        inputs = ctx._in
+        ctx.ts = ts
+        ctx.phase = PHASE_PROCESS
+        inputs = ctx.in_packets
         for p in node.fwd:
             inputs[p.index] = None
         b = next_allowed(ts)
@@ -188,19 +192,19 @@ class Claims:
         for port in node.backs:
             if port.queue:
                 register = port.queue.popleft()
-                ctx._in[port.index] = register
-                self.budget.queued -= 1  # feedback registers are not in the byte count
-                if ctx._batch is not None:
-                    ctx._batch[port.index] = [register]  # read once per batch, like lm-flow
+                ctx.in_packets[port.index] = register
+                self.budget.add_uncounted(-1)  # feedback registers are not in the byte count
+                if ctx.batch is not None:
+                    ctx.batch[port.index] = [register]  # read once per batch, like lm-flow
             else:
-                ctx._in[port.index] = None
+                ctx.in_packets[port.index] = None
         if self.blocking.blocked:
             for port in node.fwd:
                 if port.capacity:
                     self.blocking.retry_later(port)
         for p in node.inputs:
             if p.closed:
-                ctx._done = [p.closed and not p.queue for p in node.inputs]
+                ctx.in_done = [p.closed and not p.queue for p in node.inputs]
                 break
 
     def hand_over(self, node: Node, port: InPort, p: Packet, ts: int) -> Context:
@@ -212,11 +216,11 @@ class Claims:
         limit, since limits are at least 1).
         """
         ctx = node.contexts.pop()
-        ctx._ts = ts
-        ctx._phase = PHASE_PROCESS
-        ctx._in[0] = p
+        ctx.ts = ts
+        ctx.phase = PHASE_PROCESS
+        ctx.in_packets[0] = p
         if port.closed:
-            ctx._done = [True]
+            ctx.in_done = [True]
         ctx.seq = node.seq
         node.seq += 1
         node.in_flight = 1

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from .._timestamps import TS_MAX, TS_MIN, TS_POST_STREAM, TS_PRE_STREAM, next_allowed
 from ..kernels._context import PHASE_CLOSE
 from ..packets import Packet
-from ._engine_common import _buffer_bytes, _is_power_of_two
+from ._engine_common import _is_power_of_two
 from ._nodes import takes_at_once
 
 if TYPE_CHECKING:
@@ -59,24 +59,20 @@ class Delivery:
         invocation then waits as the node's blocked flush and no worker waits with it.
         """
         status = self.status
-        if node.limited and not status.halted and ctx._phase != PHASE_CLOSE and not self.blocking.fits(node, ctx):
+        if node.limited and not status.halted and ctx.phase != PHASE_CLOSE and not self.blocking.fits(node, ctx):
             return False
         discard = status.error is not None or status.cancelled  # after fits: it may record an error
-        bounds = ctx._bounds
+        bounds = ctx.bounds
         if bounds is not None:
-            ctx._bounds = None
-        if ctx._done is not None:
-            ctx._done = None
-        in_ts = ctx._ts
-        for o, staged in enumerate(ctx._out):
+            ctx.bounds = None
+        if ctx.in_done is not None:
+            ctx.in_done = None
+        in_ts = ctx.ts
+        for o, staged in enumerate(ctx.out_packets):
             edge = node.out_edges[o]
             if staged and not discard:
                 node.packets_out += len(staged)
-                port = edge.solo
-                if port is not None:
-                    self.deliver_solo(edge, port, staged)
-                else:
-                    self.deliver(edge, staged)
+                self.flush_port(edge, staged)
                 staged.clear()
             else:
                 staged.clear()
@@ -89,27 +85,73 @@ class Delivery:
                 self.advance(edge, b)
         return True
 
-    def deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet]) -> None:
-        """``deliver`` for an edge with one plain consumer port and no subscribers."""
-        n = len(packets)
-        q = port.queue
-        last = packets[-1]._ts
-        b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
+    def flush_port(self, edge: Edge, packets: list[Packet]) -> None:
+        """Deliver the packets one output port (or a graph input) sends on ``edge``.
+
+        The point every delivered packet passes: a tap or a recorder attaches here, as one of
+        the edge's observers. The one shortcut past it, ``Scheduler._hop_land``, lands a packet
+        with ``land`` on an edge that has no subscriber at all (``Edge.solo``, ``sole_poller``):
+        attaching one turns the shortcut off for that edge.
+        """
+        port = edge.solo
+        if port is not None:
+            self.deliver_solo(edge, port, packets)
+        else:
+            self.deliver(edge, packets)
+
+    def land(self, edge: Edge, port: InPort, p: Packet, ts: int, b: int) -> Context | None:
+        """Take one packet (timestamp ``ts``, bound ``b`` after it) into input ``port``.
+
+        The bound, then the readiness: hand ``p`` to an idle consumer that takes it at once
+        (its claimed call comes back, for the caller to run or submit) or queue it (budget,
+        ``fixed_size`` overflow, peak) and claim what is ready (``Claims.schedule``).
+        """
         if b > port.bound:
             port.bound = b
+        consumer = port.node
+        if not self.status.halted and takes_at_once(consumer, port):
+            return self.claims.hand_over(consumer, port, p, ts)
+        q = port.queue
+        q.append(p)
+        budget = self.budget
+        budget.add_one(p)
+        if port.fixed:
+            self._drop_overflow(edge, port)
+        if len(q) > port.peak:
+            port.new_peak(edge.name, budget.soft_limit)
+        self.claims.schedule(consumer)
+        return None
+
+    def land_many(self, edge: Edge, port: InPort, packets: list[Packet], b: int, nbytes: int) -> int:
+        """``land`` for several packets (never handed over): queue, budget, overflow, peak, bound, readiness.
+
+        Returns their byte count (``nbytes``, measured here when it is -1), for the next port of a fan-out.
+        """
+        q = port.queue
+        q.extend(packets)
+        budget = self.budget
+        nbytes = budget.add_again(packets, nbytes)
+        if port.fixed:
+            self._drop_overflow(edge, port)
+        if len(q) > port.peak:
+            port.new_peak(edge.name, budget.soft_limit)
+        if b > port.bound:
+            port.bound = b
+        self.claims.schedule(port.node)
+        return nbytes
+
+    def deliver_solo(self, edge: Edge, port: InPort, packets: list[Packet]) -> None:
+        """``deliver`` for an edge with one plain consumer port and no subscribers."""
+        last = packets[-1]._ts
+        b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
         if b > edge.published:
             edge.published = b
-        node = port.node
-        claims = self.claims
-        if n == 1 and not self.status.halted and takes_at_once(node, port):
-            # ``schedule`` would pop the packet at once: hand it to the consumer directly.
-            claims.out.append((node.executor, claims.task, claims.hand_over(node, port, packets[0], last)))
-            return
-        q.extend(packets)
-        self.budget.add(packets)
-        if len(q) > port.peak:
-            self.budget.new_peak(edge, port)
-        claims.schedule(node)
+        if len(packets) == 1:
+            claimed = self.land(edge, port, packets[0], last, b)
+            if claimed is not None:
+                self.claims.submit(port.node, claimed)
+        else:
+            self.land_many(edge, port, packets, b, -1)
 
     def deliver(self, edge: Edge, packets: list[Packet]) -> None:
         """Fan ``packets`` out to pollers, observers and consumer queues."""
@@ -120,41 +162,27 @@ class Delivery:
                 self.calls.append((fn, p))
         last = packets[-1]._ts
         b = last + 1 if TS_MIN <= last < TS_MAX else next_allowed(last)
-        n = len(packets)
+        single = len(packets) == 1
         budget = self.budget
         claims = self.claims
         nbytes = -1  # counted once, when a queue takes the packets
         for port in edge.consumers:
-            q = port.queue
-            node = port.node
-            if n == 1 and not self.status.halted and takes_at_once(node, port):
-                # ``schedule`` would pop the packet at once: hand it over (see ``Claims.hand_over``).
-                if b > port.bound:
-                    port.bound = b
-                claims.out.append((node.executor, claims.task, claims.hand_over(node, port, packets[0], last)))
-                continue
             if port.is_back:
                 # A feedback register keeps only the newest value.
+                q = port.queue
                 if q:
                     port.overwritten += len(q)
-                    budget.queued -= len(q)
+                    budget.add_uncounted(-len(q))
                     q.clear()
                 q.append(packets[-1])
-                budget.queued += 1
+                budget.add_uncounted(1)
+                claims.schedule(port.node)
+            elif single:
+                claimed = self.land(edge, port, packets[0], last, b)
+                if claimed is not None:
+                    claims.submit(port.node, claimed)
             else:
-                q.extend(packets)
-                budget.queued += n
-                if budget.limit_bytes:
-                    if nbytes < 0:
-                        nbytes = _buffer_bytes(packets)
-                    budget.queued_bytes += nbytes
-                if port.fixed:
-                    self._drop_overflow(edge, port)
-                if len(q) > port.peak:
-                    budget.new_peak(edge, port)
-                if b > port.bound:
-                    port.bound = b
-            claims.schedule(port.node)
+                nbytes = self.land_many(edge, port, packets, b, nbytes)
         if b > edge.published:
             self.publish(edge, b)
 
