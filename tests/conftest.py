@@ -89,9 +89,8 @@ TRAITS: Final[dict[str, Callable[[Executor], bool]]] = {
     "without_workers": lambda ex: ex.threads == 0,
     # The engine runs its own kernel instances on the packets it holds (no codec in between).
     "local_kernels": lambda ex: not ex.hosts_kernels,
-    # Kernels run in this interpreter (an executor that runs them elsewhere says so; the
-    # attribute is optional, so an executor written before it needs no change).
-    "in_process": lambda ex: getattr(ex, "kernels_in_process", True),
+    # Kernels run in this interpreter (an executor that runs them elsewhere says so).
+    "in_process": lambda ex: ex.kernels_in_process,
 }
 """Marks that select the kinds with a property, read from the executor itself (its protocol
 attributes), so that a new kind needs no entry here."""

@@ -259,8 +259,46 @@ _BRANCHES = re.compile(
 
 
 def _engine_sources() -> Iterator[Path]:
-    for package in ("graph", "diagnostics"):
+    for package in ("engine", "graph", "diagnostics"):
         yield from sorted((SRC / package).glob("*.py"))
+
+
+_PROBES = re.compile(r"""(?:getattr|hasattr)\(\s*(?:[\w.]*executor|ex|host)\b""")
+"""Asking an executor whether it has a capability, instead of calling what the protocol declares."""
+
+
+def test_the_engine_calls_capabilities_the_protocol_declares_without_probing() -> None:
+    found = []
+    for path in _engine_sources():
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if _PROBES.search(line.split("#", 1)[0]):
+                found.append(f"{path.relative_to(SRC)}:{n}: {line.strip()}")
+    assert found == []
+    for old in ('guard = getattr(ex, "set_on_failure", None)',
+                'window = getattr(node.executor, "calls_in_flight", None)',
+                'zeros = getattr(port.node.executor, "buffer_allocator", None)'):
+        assert _PROBES.search(old), old
+
+
+def test_every_executor_kind_has_every_capability_the_engine_calls() -> None:
+    """The in-process kinds satisfy ``Executor``; the hosting kinds ``KernelHostExecutor`` (the
+    protocols are runtime-checkable: a missing method fails here, not in a user's graph)."""
+    from flowplex.executors._protocol import KernelHostExecutor
+    from flowplex.executors.processes import ProcessPoolExecutor
+    from flowplex.executors.ray import RayExecutor
+    from flowplex.testing import LoopbackExecutor
+
+    for factory in FACTORIES.values():
+        ex = factory()
+        assert isinstance(ex, Executor) and not isinstance(ex, KernelHostExecutor)
+        assert ex.kernels_in_process and not ex.hosts_kernels
+        assert ex.run_next() is False  # nothing waits behind a task on this thread
+    hosting = [LoopbackExecutor(), ProcessPoolExecutor("pool", num_processes=1), RayExecutor("ray")]
+    for ex in hosting:
+        assert isinstance(ex, KernelHostExecutor), ex.kind
+        assert ex.hosts_kernels and ex.run_next() is False
+        assert ex.calls_in_flight.__doc__
+    assert [ex.kernels_in_process for ex in hosting] == [True, False, False]
 
 
 def test_the_engine_never_branches_on_an_executor_kind_or_class() -> None:

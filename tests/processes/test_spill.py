@@ -1,7 +1,7 @@
 """One ``process`` call on a process pool delivers its output in slices, held by the budget.
 
 A worker's kernel that stages ``SPILL_SLICE`` packets on a port sends them ahead as a partial
-outcome and waits for the host's go-ahead; the host delivers them as ``Scheduler.spill`` does
+outcome and waits for the host's go-ahead; the host delivers them as ``Spills.spill`` does
 for an in-process call. Before, the worker shipped one call's whole output in one outcome.
 """
 

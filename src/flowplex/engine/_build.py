@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from typing import Final
+from typing import TYPE_CHECKING, Final, cast
 
 from ..errors import ConfigError
 from ..executors import DelegatingExecutor, Executor, ThreadPoolExecutor
@@ -20,6 +20,9 @@ from ..spec._plan import GraphPlan
 from ..spec._specs import ROUTE_KERNEL, ExecutorSpec, GraphSpec
 from ._engine import Engine
 from ._nodes import BATCH, FIXED_SIZE, Edge, Node
+
+if TYPE_CHECKING:
+    from ..executors._protocol import KernelHostExecutor
 
 log = logging.getLogger("flowplex.graph")
 
@@ -69,12 +72,12 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
             is_source=spec.is_source, counter_add=counter_add, log=log_fn, strict_ports=plan.spec.strict_ports,
         )
         node = Node(i, spec, instance, info, executors[plan.node_executor[i]])
-        window = getattr(node.executor, "calls_in_flight", None)
+        host = cast("KernelHostExecutor", node.executor) if node.executor.hosts_kernels else None
         # An executor that batches calls (Ray): claims run ahead of answers, flushed in order. Not
         # for a node with a back edge (its next call must see the register its last one fed) nor
         # under fixed_size (it drops the stale packets a node too slow to take them leaves queued).
-        if window is not None and not node.backs and node.policy != FIXED_SIZE:
-            node.max_in_flight = max(node.max_in_flight, window(spec))
+        if host is not None and not node.backs and node.policy != FIXED_SIZE:
+            node.max_in_flight = max(node.max_in_flight, host.calls_in_flight(spec))
             if node.max_in_flight > 1:
                 node.fast1 = None
         node.in_types = list(contract.input_types)

@@ -121,9 +121,7 @@ class Engine:
         self.waits = Waits(status, budget, blocking, closing, scheduler, pump)
         for ex in executors:
             ex.set_on_submit(status.wake_hosts)
-            guard = getattr(ex, "set_on_failure", None)
-            if guard is not None:
-                guard(self._failure_report(ex))
+            ex.set_on_failure(self._failure_report(ex))
         sources.on_failure = scheduler.on_failure = self.thread_failed
 
     # -- subscribers and side packets (before start) --------------------------------------------
@@ -216,12 +214,10 @@ class Engine:
         for ex in self.executors:
             if ex.hosts_kernels:
                 host: KernelHostExecutor = ex  # type: ignore[assignment]
-                watch = getattr(ex, "watch", None)
-                if watch is not None:  # one that queues calls of its own drops them once the graph stopped
-                    watch(lambda: status.cancelled or status.error is not None)
-                bound = getattr(ex, "bound_start", None)
-                if bound is not None:  # one whose hosting waits (workers loading kernels) stops at these
-                    bound(deadline, lambda: status.cancelled)
+                # one that queues calls of its own drops them once the graph stopped; one whose
+                # hosting waits (workers loading kernels) stops at the deadline or a cancel
+                host.watch(lambda: status.cancelled or status.error is not None)
+                host.bound_start(deadline, lambda: status.cancelled)
                 host.host([recipe_of(n, self.strict_ports) for n in self.nodes if n.executor is ex])
         for node in self.nodes:
             if not node.remote:
@@ -233,9 +229,9 @@ class Engine:
         """The buffer allocator of the first hosted consumer of ``edges`` that has one."""
         for edge in edges:
             for port in edge.consumers:
-                zeros = getattr(port.node.executor, "buffer_allocator", None)
-                if zeros is not None and port.node.remote:
-                    found: BufferAllocator | None = zeros()
+                if port.node.remote:
+                    host: KernelHostExecutor = port.node.executor  # type: ignore[assignment]
+                    found = host.buffer_allocator()
                     if found is not None:
                         return found
         return None

@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable, Sized
 from typing import final
 
-from ._protocol import Inbox, Task, TaskStats
+from ._protocol import FailureReport, Inbox, Task, TaskStats
 
 
 @final
@@ -23,6 +23,7 @@ class DelegatingExecutor:
     threads = 0
     runs_on_caller = False
     hosts_kernels = False
+    kernels_in_process = True
 
     def __init__(self, name: str, on_submit: Callable[[], None] | None = None) -> None:
         self.name = name
@@ -76,6 +77,13 @@ class DelegatingExecutor:
         finally:
             self._running -= 1
         return True
+
+    def run_next(self) -> bool:
+        """False: host threads run its tasks from its inbox (``run_one``), not behind a caller's."""
+        return False
+
+    def set_on_failure(self, report: FailureReport | None) -> None:
+        """Ignored: it has no threads of its own; the host threads that run its tasks report."""
 
     def start(self) -> None:
         """Nothing to start."""

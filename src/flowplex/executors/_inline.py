@@ -28,6 +28,7 @@ class InlineExecutor:
     threads = 0
     runs_on_caller = True
     hosts_kernels = False
+    kernels_in_process = True
 
     def __init__(self, name: str = "default") -> None:
         self.name = name
@@ -88,7 +89,7 @@ class InlineExecutor:
         False when none waits (or outside the run loop).
 
         For a kernel that waits inside its call for room its own output must make (the
-        engine's ``Scheduler.spill``): the consumers it fed wait in this very queue.
+        engine's ``Spills.spill``): the consumers it fed wait in this very queue.
         """
         queue: deque[tuple[Task, object]] | None = getattr(self._local, "queue", None)
         if not queue:

@@ -100,7 +100,7 @@ Spill = Callable[[list[list["Packet"]]], bool]
 staged packets so far, per output port): it delivers them into the graph, or keeps them staged
 for the final outcome, and blocks until the graph's budget has room. True: the kernel's next
 slice may come after ``SPILL_SLICE`` packets again; False (nothing could make room, or the
-packets were kept): after twice as many (``Scheduler.spill``'s rule)."""
+packets were kept): after twice as many (``Spills.spill``'s rule)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ..packets._packet import BufferAllocator
+    from ..spec._specs import NodeSpec
     from ._invocation import Complete, Invocation, NodeRecipe, Spill
 
 JOIN_S: Final = 0.25
@@ -61,14 +63,9 @@ class TaskStats:
 class Executor(Protocol):
     """Runs engine tasks. Tasks never raise: the engine records failures itself.
 
-    This is everything the engine and diagnostics use. The engine reads ``runs_on_caller`` and
-    ``inbox()`` once, when it builds a graph, and never tests ``kind`` or a type. An executor
-    that batches calls (Ray) also has ``calls_in_flight(spec) -> int``: how many calls of a
-    node the engine may claim before the first is answered (read at build; a node with a back
-    edge keeps one at a time). An executor with threads of its own may have
-    ``set_on_failure(report: FailureReport)``: its threads guard their loops and report what
-    reaches them (a task that raised after all, a failed affinity setting) instead of dying,
-    and the engine fails the graph with it.
+    This is everything the engine and diagnostics use: every capability is declared here, and
+    the engine calls it without probing. It reads ``runs_on_caller`` and ``inbox()`` once, when
+    it builds a graph, and never tests ``kind`` or a type.
     """
 
     name: str
@@ -83,6 +80,9 @@ class Executor(Protocol):
     hosts_kernels: bool
     """It runs kernels on instances of its own (another process, or the loopback codec): it
     is a ``KernelHostExecutor`` too, and the engine hands it invocations, not contexts."""
+    kernels_in_process: bool
+    """The kernels run in this interpreter (False for a process pool or Ray): a kernel class
+    defined in a function works, and what a kernel writes to a list is what the host reads."""
 
     def submit(self, fn: Task, arg: object) -> None:
         """Run ``fn(arg)`` soon; never blocks on the task itself."""
@@ -111,6 +111,16 @@ class Executor(Protocol):
         The engine passes its host wake-up; an executor with threads of its own ignores it.
         """
 
+    def set_on_failure(self, report: FailureReport | None) -> None:
+        """Where its own threads report what reaches them (a task that raised after all, a
+        failed affinity setting) instead of dying; the engine fails the graph with it. An
+        executor without threads of its own ignores it."""
+
+    def run_next(self) -> bool:
+        """Run the next task queued behind the one this thread runs now; False when there is
+        none (always False where ``runs_on_caller`` is False). A call held by the budget
+        (``Spills.spill``) runs its own consumers this way."""
+
     def stats(self) -> TaskStats:
         """A snapshot of what it holds (safe from any thread, lock-free or briefly locked)."""
 
@@ -133,6 +143,24 @@ class KernelHostExecutor(Executor, Protocol):
 
     def host(self, recipes: list[NodeRecipe]) -> None:
         """Build (or keep, on a restart after ``reset``) a kernel instance per recipe."""
+
+    def watch(self, stopped: Callable[[], bool]) -> None:
+        """Before ``host``: ``stopped()`` tells when the graph has stopped, so that calls the
+        executor queued of its own (Ray's batches) are dropped then. A no-op for the others."""
+
+    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
+        """Before ``host``: a hosting that waits (workers loading kernels) gives up at
+        ``deadline`` (``perf_counter`` seconds) or when ``stopped()``. A no-op where hosting
+        does not wait."""
+
+    def buffer_allocator(self) -> BufferAllocator | None:
+        """Where a node that feeds this executor allocates its buffers (the process pool's
+        shared-memory arena), or None for ordinary memory."""
+
+    def calls_in_flight(self, spec: NodeSpec) -> int:
+        """How many calls of a node the engine may claim before the first is answered (read at
+        build: an executor that batches calls, Ray, says more than 1; a node with a back edge
+        keeps one at a time)."""
 
     def invoke(self, invocation: Invocation, complete: Complete, spill: Spill | None = None) -> None:
         """Run one callback on the hosted instance; call ``complete(outcome)`` exactly once.

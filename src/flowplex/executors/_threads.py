@@ -23,6 +23,7 @@ class ThreadPoolExecutor:
     kind = "threads"
     runs_on_caller = False
     hosts_kernels = False
+    kernels_in_process = True
 
     def __init__(
         self, name: str, num_threads: int = 1, affinity: tuple[int, ...] = (), priority: int = 0
@@ -77,6 +78,10 @@ class ThreadPoolExecutor:
                 t = threading.Thread(target=self._worker, args=(i,), name=f"{self.name}-{i}", daemon=True)
                 self._workers.append(t)
                 t.start()
+
+    def run_next(self) -> bool:
+        """False: its tasks run on its own threads, never queued behind a caller's."""
+        return False
 
     def set_on_failure(self, report: FailureReport | None) -> None:
         """Call ``report(arg, exc, where)`` when a worker thread catches what should never reach

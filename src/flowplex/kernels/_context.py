@@ -84,7 +84,7 @@ class NodeInfo:
     node feeds a node on one, so that its frames cross without a copy."""
     spill: Callable[[Context], None] | None = None
     """Set by the engine: called by ``emit`` when one port has staged ``Call.spill_at``
-    packets in this call, to deliver them and wait for the graph's budget (``Scheduler.spill``),
+    packets in this call, to deliver them and wait for the graph's budget (``Spills.spill``),
     so that one call emitting millions of packets does not hold them all. In a process pool's
     worker it sends them to the host as a partial outcome and waits for the go-ahead."""
 

@@ -15,13 +15,17 @@ import logging
 import threading
 from collections.abc import Callable, Sized
 from dataclasses import replace
-from typing import final
+from typing import TYPE_CHECKING, final
 
 from ..executors import InlineExecutor, TaskStats
 from ..executors._invocation import Complete, Invocation, NodeRecipe, Outcome, Spill
-from ..executors._protocol import Inbox, Task
+from ..executors._protocol import FailureReport, Inbox, Task
 from ..executors.hosted import _codec as codec
 from ..kernels._host import KernelHosts, failed_outcome
+
+if TYPE_CHECKING:
+    from ..packets._packet import BufferAllocator
+    from ..spec._specs import NodeSpec
 
 __all__ = ["LoopbackExecutor"]
 
@@ -41,6 +45,7 @@ class LoopbackExecutor:
     threads = 0
     runs_on_caller = True
     hosts_kernels = True
+    kernels_in_process = True
 
     def __init__(self, name: str = "loopback") -> None:
         self.name = name
@@ -136,6 +141,28 @@ class LoopbackExecutor:
 
     def set_on_submit(self, wake: Callable[[], None] | None) -> None:
         """Ignored: no host thread has to run its work."""
+
+    def set_on_failure(self, report: FailureReport | None) -> None:
+        """The inline executor's background thread reports what reaches it."""
+        self._inline.set_on_failure(report)
+
+    def run_next(self) -> bool:
+        """False: a hosted call is never held by the budget on this thread (its output comes whole)."""
+        return False
+
+    def watch(self, stopped: Callable[[], bool]) -> None:
+        """Ignored: it queues no calls of its own."""
+
+    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
+        """Ignored: hosting builds the instances at once, on this thread."""
+
+    def buffer_allocator(self) -> BufferAllocator | None:
+        """None: the kernels' buffers are ordinary memory."""
+        return None
+
+    def calls_in_flight(self, spec: NodeSpec) -> int:
+        """1: calls run one at a time, on the calling thread."""
+        return 1
 
     def stats(self) -> TaskStats:
         """The inline executor's snapshot, under this executor's kind."""

@@ -11,10 +11,14 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sized
-from typing import Final, final
+from typing import TYPE_CHECKING, Final, final
 
-from .._protocol import Inbox, Task
+from .._protocol import FailureReport, Inbox, Task
 from .._threads import ThreadPoolExecutor
+
+if TYPE_CHECKING:
+    from ...packets._packet import BufferAllocator
+    from ...spec._specs import NodeSpec
 
 __all__ = ["CallerTasks", "OnCallerTasks"]
 
@@ -78,6 +82,28 @@ class OnCallerTasks:
 
     def set_on_submit(self, wake: Callable[[], None] | None) -> None:
         """Ignored: no host thread has to run its work."""
+
+    def set_on_failure(self, report: FailureReport | None) -> None:
+        """The dispatcher thread reports what reaches it, as a thread pool's workers do."""
+        self._tasks.dispatcher.set_on_failure(report)
+
+    def run_next(self) -> bool:
+        """False: nothing queues behind the caller (a nested task goes to the dispatcher)."""
+        return False
+
+    def watch(self, stopped: Callable[[], bool]) -> None:
+        """Ignored unless the executor queues calls of its own (Ray overrides it)."""
+
+    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
+        """Ignored unless hosting waits for workers (the process pool overrides it)."""
+
+    def buffer_allocator(self) -> BufferAllocator | None:
+        """None: ordinary memory, unless the executor has its own (the pool's arena)."""
+        return None
+
+    def calls_in_flight(self, spec: NodeSpec) -> int:
+        """1: one call of a node at a time, unless the executor batches calls (Ray)."""
+        return 1
 
     def start(self) -> None:
         """Start the dispatcher thread (idempotent; workers or actors start in ``host``)."""

@@ -164,7 +164,7 @@ class _Worker:
     def _spill(self, ctx: Context) -> None:
         """``NodeInfo.spill`` of every context here: send what a ``process`` call staged so far
         as a partial outcome (its buffers in the arena, as an outcome's), then wait for the
-        host's go-ahead, which says when the next slice comes (``Scheduler.spill``'s rule).
+        host's go-ahead, which says when the next slice comes (``Spills.spill``'s rule).
 
         A payload that does not pickle stays staged, and the slices come at twice the count:
         the call's outcome reports it, as it would without slices.
