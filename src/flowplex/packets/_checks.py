@@ -12,15 +12,12 @@ import json
 import operator
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Final, NoReturn, SupportsIndex
+from typing import Final, NoReturn, SupportsIndex
 
 from .._types import MetadataValue
 from ..errors import UsageError
 from ._buffers import DType, _Buffer
 from ._typeids import type_name
-
-if TYPE_CHECKING:
-    from ._packet import Packet
 
 # Type ids as plain ints for fast comparisons. An empty packet has type id 0 and payload None.
 _NONE: Final = 0
@@ -118,20 +115,20 @@ def _raise_borrowed(op: str) -> NoReturn:
     raise UsageError(msg)
 
 
-def _raise_not_buffer(op: str, p: Packet) -> NoReturn:
-    if p._value is None:
+def _raise_not_buffer(op: str, tid: int, value: object) -> NoReturn:
+    """``op`` needs a buffer packet; the packet (type id ``tid``) holds ``value``."""
+    if value is None:
         msg = f"{op} works on buffer packets; this packet is empty"
     else:
-        reader = _READERS.get(p._tid)
+        reader = _READERS.get(tid)
         hint = f" (read it with {reader})" if reader else ""
-        msg = f"{op} works on buffer packets; this packet holds {type_name(p._tid)}{hint}"
+        msg = f"{op} works on buffer packets; this packet holds {type_name(tid)}{hint}"
     raise UsageError(msg)
 
 
-def _describe(p: Packet) -> str:
-    """The ``<T>`` part of lm-flow's debug string (section 4.9)."""
-    tid = p._tid
-    v = p._value
+def _describe(tid: int, v: object) -> str:
+    """The ``<T>`` part of lm-flow's debug string (section 4.9) of a packet of type ``tid``
+    holding ``v``."""
     if v is None:
         return "Empty"
     if tid == _I64:

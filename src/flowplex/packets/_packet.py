@@ -197,7 +197,7 @@ class Packet:
             ValueError: The packet is not a buffer, or its memory is not on the CPU.
         """
         if self._tid != _BUFFER:
-            _raise_not_buffer("as_numpy", self)
+            _raise_not_buffer("as_numpy", self._tid, self._value)
         view = host_array(self._value, "as_numpy").view()  # type: ignore[arg-type]
         view.setflags(write=False)
         return view
@@ -221,7 +221,7 @@ class Packet:
         """
         h: _Buffer = self._value  # type: ignore[assignment]  # the local _HOLDER_REFS_EXCLUSIVE counts
         if self._tid != _BUFFER:
-            _raise_not_buffer("make_mutable", self)
+            _raise_not_buffer("make_mutable", self._tid, self._value)
         if not self._owned:
             _raise_borrowed("make_mutable")
         refs = _holder_refs(h)
@@ -405,7 +405,7 @@ class Packet:
     # --- Python protocols ------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        return f"Packet{{type={_describe(self)}, ts={ts_name(self._ts)}}}"
+        return f"Packet{{type={_describe(self._tid, self._value)}, ts={ts_name(self._ts)}}}"
 
     def __copy__(self) -> Packet:
         return clone_owned(self)
