@@ -71,7 +71,10 @@ def _run_flood(executor: str, count: int, calls: int, frames: bool = False,
                 g.send("x", 0, ts=ts)
             g.close_all_inputs()
             for reader in readers:
-                reader.join(WAIT_S)
+                # Generous: on a loaded machine a reader may trail the graph by seconds; one still
+                # reading after this fails here, never as a short list below.
+                reader.join(6 * WAIT_S)
+            assert not any(reader.is_alive() for reader in readers), "a poller reader did not finish"
             g.wait_done(timeout=WAIT_S)
         finally:
             reading.clear()
