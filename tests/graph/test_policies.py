@@ -12,6 +12,8 @@ import pytest
 import flowplex
 from tests.conftest import KINDS_WITH
 
+from .conftest import NO_RUN
+
 GraphFactory = Callable[[str], flowplex.Graph]
 
 
@@ -392,6 +394,7 @@ def test_batch_reports_the_feedback_register_through_input_count() -> None:
     assert [register for *_, register in BATCH_FEEDBACK] == [[], [3], [7]]
 
 
+@NO_RUN
 @pytest.mark.parametrize(
     ("nodes", "pattern"),
     [
