@@ -223,6 +223,9 @@ def test_a_snapshot_is_frozen_plain_data() -> None:
     assert isinstance(s.nodes, tuple) and isinstance(s.nodes[0].hist, tuple)
 
 
+@pytest.mark.executors(
+    "inline", reason="the YAML pins every node to its own thread pool: the default slot holds no node, so every "
+                     "kind would run the same graph (about 10 s each under load)")
 def test_snapshots_from_another_thread_while_the_graph_runs_are_consistent() -> None:
     """One lock pass: every snapshot's watermark count equals the queues it shows."""
     yaml = """
