@@ -138,6 +138,7 @@ output_ports: [s]
     assert n.processed == 0 and n.in_flight == 0
 
 
+@pytest.mark.executors("threads", reason="both nodes are pinned to their own pool: the default slot holds no node")
 def test_a_blocked_producer_and_its_full_consumer_queue() -> None:
     yaml = """
 executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 2 }]
@@ -224,8 +225,8 @@ def test_a_snapshot_is_frozen_plain_data() -> None:
 
 
 @pytest.mark.executors(
-    "inline", reason="the YAML pins every node to its own thread pool: the default slot holds no node, so every "
-                     "kind would run the same graph (about 10 s each under load)")
+    "threads", reason="the YAML pins every node to its own thread pool: the default slot holds no node, so "
+                      "every kind would run the same graph (about 10 s each under load)")
 def test_snapshots_from_another_thread_while_the_graph_runs_are_consistent() -> None:
     """One lock pass: every snapshot's watermark count equals the queues it shows."""
     yaml = """
