@@ -13,6 +13,8 @@ import flowplex
 from flowplex._snapshot import EngineSnapshot, NodeSnapshot
 from flowplex.diagnostics import Tracer
 
+from .conftest import NO_RUN
+
 RELEASE = threading.Event()
 
 
@@ -205,6 +207,7 @@ output_ports: [y]
     assert "open failed: OSError: no device" in s.error
 
 
+@NO_RUN
 def test_tracing_shows_in_the_snapshot() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
         assert snap(g).tracer is None and snap(g).stats_level == "basic"
@@ -213,6 +216,7 @@ def test_tracing_shows_in_the_snapshot() -> None:
     assert isinstance(s.tracer, Tracer) and s.tracer.capacity == 16 and s.stats_level == "full"
 
 
+@NO_RUN
 def test_a_snapshot_is_frozen_plain_data() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
         s = snap(g)
