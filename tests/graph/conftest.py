@@ -117,3 +117,9 @@ nodes:
 input_ports: [x]
 output_ports: [z]
 """
+
+
+NO_RUN = pytest.mark.executors(
+    "inline", reason="a static check: it fails at build or before any work is submitted (or drives a KernelRunner): "
+                     "no executor takes part, so one run covers it")
+"""Runs once: for the tests that never run a graph on its executor (issue 26: static checks run once)."""

@@ -20,9 +20,9 @@ import flowplex
 
 from .conftest import CHAIN
 
-pytestmark = pytest.mark.in_process(
-    reason="arguments are checked before any kernel runs; on a process pool each of these 500 cases would start "
-           "workers (5 min)")
+pytestmark = pytest.mark.executors(
+    "inline", reason="a static check: each argument is converted and rejected before the call looks at the graph's "
+                     "state or hands anything to an executor, so the kind changes nothing (500 cases, run once)")
 
 STATES = ["initialized", "running", "terminated", "closed"]
 

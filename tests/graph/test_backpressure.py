@@ -11,6 +11,8 @@ import pytest
 
 import flowplex
 
+from .conftest import NO_RUN
+
 
 @flowplex.kernel("TSlowSink")
 class TSlowSink(flowplex.Kernel):
@@ -231,6 +233,7 @@ output_ports: [y]
             g.wait_done(timeout=10)
 
 
+@NO_RUN
 def test_bad_poller_options_are_config_errors() -> None:
     with flowplex.Graph.from_yaml("""
 nodes:

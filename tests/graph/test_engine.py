@@ -11,7 +11,7 @@ import pytest
 import flowplex
 from flowplex import TS_DONE
 
-from .conftest import CHAIN
+from .conftest import CHAIN, NO_RUN
 
 GraphFactory = Callable[[str], flowplex.Graph]
 
@@ -490,6 +490,7 @@ output_ports: [y]
             g.wait_done(timeout=5)
 
 
+@NO_RUN
 def test_contract_index_out_of_range_fails_the_build() -> None:
     @flowplex.kernel("TBadContract")
     class TBadContract(flowplex.Kernel):
@@ -508,6 +509,7 @@ input_ports: [x]
 """)
 
 
+@NO_RUN
 def test_unknown_kernel_is_a_key_error_with_suggestion() -> None:
     with pytest.raises(KeyError) as info:
         flowplex.Graph.from_yaml("""

@@ -14,6 +14,7 @@ import pytest
 
 import flowplex
 
+from .conftest import NO_RUN
 from .test_lifecycle import stalled_graph
 
 TRICKY = "a] b/c[1]"
@@ -121,6 +122,7 @@ def test_a_stall_is_a_run_error_not_a_kernel_error() -> None:
         assert isinstance(info.value, RuntimeError)  # lm-flow programs catch that
 
 
+@NO_RUN
 def test_kernel_runner_failure_names_its_node() -> None:
     with flowplex.KernelRunner("TFailOn", options={"bad": 2}) as r:
         r.add_input(0, 2)

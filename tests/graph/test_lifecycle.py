@@ -14,6 +14,8 @@ import pytest
 import flowplex
 from flowplex import TS_DONE
 
+from .conftest import NO_RUN
+
 GraphFactory = Callable[[str], flowplex.Graph]
 
 
@@ -471,6 +473,7 @@ output_ports: [y, z]
     assert names == ["q1/first/d", "q1/second", "q2/first/d", "q2/second"]
 
 
+@NO_RUN
 def test_include_from_text_is_rejected() -> None:
     with pytest.raises(flowplex.ConfigError, match="only supported when loading from a file"):
         flowplex.Graph.from_yaml("include: [lib.yaml]\nnodes: []\n")
@@ -481,6 +484,7 @@ def test_include_from_text_is_rejected() -> None:
 NODE_ON_E = "nodes: [{ name: f, executor: e, kernel: LcDouble, input_ports: [x], output_ports: [y] }]\n"
 
 
+@NO_RUN
 @pytest.mark.parametrize(
     ("executor", "node_extra", "pattern"),
     [

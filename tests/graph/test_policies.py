@@ -12,6 +12,8 @@ import pytest
 import flowplex
 from tests.conftest import KINDS_WITH
 
+from .conftest import NO_RUN
+
 GraphFactory = Callable[[str], flowplex.Graph]
 
 
@@ -132,6 +134,7 @@ output_ports: [y]
         assert seen == [(4, "4"), (104, "104"), (204, "204")]
 
 
+@NO_RUN
 def test_dropped_count_of_an_unknown_edge_is_a_key_error() -> None:
     with flowplex.Graph.from_yaml("""
 nodes: [{ name: f, kernel: PolShow, input_ports: [a], output_ports: [y] }]
@@ -392,6 +395,7 @@ def test_batch_reports_the_feedback_register_through_input_count() -> None:
     assert [register for *_, register in BATCH_FEEDBACK] == [[], [3], [7]]
 
 
+@NO_RUN
 @pytest.mark.parametrize(
     ("nodes", "pattern"),
     [

@@ -13,6 +13,8 @@ import flowplex
 from flowplex._snapshot import EngineSnapshot, NodeSnapshot
 from flowplex.diagnostics import Tracer
 
+from .conftest import NO_RUN
+
 RELEASE = threading.Event()
 
 
@@ -138,6 +140,7 @@ output_ports: [s]
     assert n.processed == 0 and n.in_flight == 0
 
 
+@pytest.mark.executors("threads", reason="both nodes are pinned to their own pool: the default slot holds no node")
 def test_a_blocked_producer_and_its_full_consumer_queue() -> None:
     yaml = """
 executors: [{ name: pool, type: ThreadPoolExecutor, num_threads: 2 }]
@@ -204,6 +207,7 @@ output_ports: [y]
     assert "open failed: OSError: no device" in s.error
 
 
+@NO_RUN
 def test_tracing_shows_in_the_snapshot() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
         assert snap(g).tracer is None and snap(g).stats_level == "basic"
@@ -212,6 +216,7 @@ def test_tracing_shows_in_the_snapshot() -> None:
     assert isinstance(s.tracer, Tracer) and s.tracer.capacity == 16 and s.stats_level == "full"
 
 
+@NO_RUN
 def test_a_snapshot_is_frozen_plain_data() -> None:
     with flowplex.Graph.from_yaml(CHAIN) as g:
         s = snap(g)
@@ -223,6 +228,9 @@ def test_a_snapshot_is_frozen_plain_data() -> None:
     assert isinstance(s.nodes, tuple) and isinstance(s.nodes[0].hist, tuple)
 
 
+@pytest.mark.executors(
+    "threads", reason="the YAML pins every node to its own thread pool: the default slot holds no node, so "
+                      "every kind would run the same graph (about 10 s each under load)")
 def test_snapshots_from_another_thread_while_the_graph_runs_are_consistent() -> None:
     """One lock pass: every snapshot's watermark count equals the queues it shows."""
     yaml = """

@@ -12,6 +12,8 @@ import pytest
 
 import flowplex
 
+from .conftest import NO_RUN
+
 
 @flowplex.kernel("SrcCount")
 class SrcCount(flowplex.Kernel):
@@ -319,6 +321,7 @@ output_ports: [n]
     assert runs == [[0, 1, 2], [0, 1, 2]]
 
 
+@NO_RUN
 def test_sources_may_not_run_on_a_delegating_executor() -> None:
     with pytest.raises(flowplex.ConfigError, match=r"source nodes cannot run on DelegatingExecutor"):
         flowplex.Graph.from_yaml("""

@@ -15,6 +15,8 @@ import pytest
 
 import flowplex
 
+from .conftest import NO_RUN
+
 GraphFactory = Callable[[str], flowplex.Graph]
 
 
@@ -160,6 +162,7 @@ def test_negative_indexes_and_missing_inputs_stay_errors() -> None:
                 g.wait_done(timeout=10)
 
 
+@NO_RUN
 def test_strict_ports_is_validated_and_in_the_schema() -> None:
     from flowplex.config import json_schema
 

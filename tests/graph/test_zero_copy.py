@@ -10,6 +10,8 @@ import pytest
 
 import flowplex
 
+from .conftest import NO_RUN
+
 
 @flowplex.kernel("TInPlaceNegate")
 class TInPlaceNegate(flowplex.Kernel):
@@ -257,6 +259,7 @@ def test_reading_a_sent_new_buffer_packet_is_fine() -> None:
     assert view.flags.writeable
 
 
+@NO_RUN
 def test_kernel_runner_input_from_new_buffer_is_handed_over() -> None:
     TInPlaceAddOne.written = []
     from flowplex.packets import cow_stats, new_buffer

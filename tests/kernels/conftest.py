@@ -80,3 +80,9 @@ def run_graph(
     result = {name: list(p) for name, p in pollers.items()}
     g.wait_done(timeout=10)
     return result
+
+
+NO_GRAPH = pytest.mark.executors(
+    "inline", reason="a static check: the kernel runs in a KernelRunner or a KernelHost, or fails to load or to "
+                     "type-check at build, before any graph starts: no executor takes part, so one run covers it")
+"""Runs once: for the tests of kernels that never start a graph (issue 26: static checks run once)."""

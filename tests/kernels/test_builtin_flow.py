@@ -10,11 +10,12 @@ import pytest
 import flowplex
 from flowplex import KernelError
 
-from .conftest import GraphFactory, drain_runner, ints, run_graph, run_once
+from .conftest import NO_GRAPH, GraphFactory, drain_runner, ints, run_graph, run_once
 
 # --- PassThroughKernel -------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("value", [7, 2.5, "text", b"raw", True])
 def test_pass_through_forwards_any_type(value: object) -> None:
     (out,) = run_once("PassThroughKernel", {0: value}, ts=3)
@@ -23,16 +24,19 @@ def test_pass_through_forwards_any_type(value: object) -> None:
     assert out[0].payload == value
 
 
+@NO_GRAPH
 def test_pass_through_forwards_a_buffer_without_copying() -> None:
     arr = np.arange(6, dtype=np.float32).reshape(2, 3)
     (out,) = run_once("PassThroughKernel", {0: arr})
     assert np.shares_memory(out[0].as_numpy(), arr)
 
 
+@NO_GRAPH
 def test_pass_through_without_input_emits_nothing() -> None:
     assert run_once("PassThroughKernel", {}) == [[]]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("kernel", ["PassThroughKernel", "NormalizeKernel", "InvertKernel"])
 def test_any_typed_kernels_still_need_one_input_and_one_output(kernel: str) -> None:
     with pytest.raises(ValueError, match=r"contract: input port index 0 is out of range \(num_inputs=0\)"):
@@ -44,6 +48,7 @@ def test_any_typed_kernels_still_need_one_input_and_one_output(kernel: str) -> N
 # --- SplitKernel -------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 def test_split_forwards_to_every_output_sharing_the_payload() -> None:
     arr = np.ones(4, dtype=np.uint8)
     outs = run_once("SplitKernel", {0: arr}, output_ports=3, ts=8)
@@ -51,6 +56,7 @@ def test_split_forwards_to_every_output_sharing_the_payload() -> None:
     assert all(o[0].timestamp == 8 and np.shares_memory(o[0].as_numpy(), arr) for o in outs)
 
 
+@NO_GRAPH
 def test_split_without_input_or_outputs() -> None:
     assert run_once("SplitKernel", {}, output_ports=2) == [[], []]
     assert run_once("SplitKernel", {0: 1}, output_ports=0) == []
@@ -74,16 +80,19 @@ output_ports: [a, c]
 # --- MuxKernel ---------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(("selector", "expected"), [(0, "a"), (1, "b")])
 def test_mux_forwards_the_selected_input(selector: int, expected: str) -> None:
     (out,) = run_once("MuxKernel", {0: selector, 1: "a", 2: "b"}, input_ports=3, ts=4)
     assert [(p.timestamp, p.as_str()) for p in out] == [(4, expected)]
 
 
+@NO_GRAPH
 def test_mux_emits_nothing_when_the_selected_input_is_missing() -> None:
     assert run_once("MuxKernel", {0: 1, 1: "a"}, input_ports=3) == [[]]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("selector", [2, -1])
 def test_mux_rejects_a_selector_out_of_range(selector: int) -> None:
     with pytest.raises(
@@ -94,6 +103,7 @@ def test_mux_rejects_a_selector_out_of_range(selector: int) -> None:
         run_once("MuxKernel", {0: selector, 1: "a", 2: "b"}, input_ports=3)
 
 
+@NO_GRAPH
 def test_mux_needs_a_selector() -> None:
     with pytest.raises(KernelError, match=r"mux control port \(input 0\) must be an I64 selector"):
         run_once("MuxKernel", {1: "a"}, input_ports=2)
@@ -154,6 +164,7 @@ nodes:
     assert (flowplex.LogLevel.INFO, "[sk] processed 1 packets in total") in seen
 
 
+@NO_GRAPH
 def test_sink_has_no_outputs() -> None:
     assert run_once("SinkKernel", {0: "anything"}, output_ports=0) == []
 
@@ -185,6 +196,7 @@ output_ports: [n]
     assert [p.as_int() for p in out["n"]] == list(range(count))
 
 
+@NO_GRAPH
 def test_range_source_in_a_runner() -> None:
     with flowplex.KernelRunner("RangeSourceKernel", input_ports=0, options={"count": 2}) as r:
         for ts in (100, 101, 102):
@@ -192,6 +204,7 @@ def test_range_source_in_a_runner() -> None:
         assert ints(drain_runner(r)) == [(100, 0), (101, 1)]
 
 
+@NO_GRAPH
 def test_range_source_declares_i64() -> None:
     with pytest.raises(ValueError, match=r"output port index 0 is out of range"):
         flowplex.KernelRunner("RangeSourceKernel", input_ports=0, output_ports=0)
@@ -200,12 +213,14 @@ def test_range_source_declares_i64() -> None:
 # --- StringifyKernel ---------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(("value", "text"), [(-42, "-42"), (0, "0"), (2**63 - 1, "9223372036854775807")])
 def test_stringify(value: int, text: str) -> None:
     (out,) = run_once("StringifyKernel", {0: value}, ts=6)
     assert [(p.timestamp, p.type_name, p.as_str()) for p in out] == [(6, "Str", text)]
 
 
+@NO_GRAPH
 def test_stringify_rejects_bad_input() -> None:
     with pytest.raises(KernelError, match=r"input is not an integer packet"):
         run_once("StringifyKernel", {})
@@ -213,6 +228,7 @@ def test_stringify_rejects_bad_input() -> None:
         run_once("StringifyKernel", {0: 1.0})
 
 
+@NO_GRAPH
 def test_stringify_output_is_declared_str(make_graph: GraphFactory) -> None:
     with pytest.raises(ValueError, match=r"type mismatch on edge `t`.*declares Str.*declares I64"):
         make_graph("""

@@ -7,7 +7,7 @@ import pytest
 import flowplex
 from flowplex import TS_DONE, TS_POST_STREAM, KernelError
 
-from .conftest import GraphFactory, drain_runner, ints, run_graph, run_once
+from .conftest import NO_GRAPH, GraphFactory, drain_runner, ints, run_graph, run_once
 
 I64_MAX = 2**63 - 1
 I64_MIN = -(2**63)
@@ -17,6 +17,7 @@ NOT_INT = r"input is not an integer packet"
 # --- ScaleKernel -------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("options", "value", "expected"),
     [
@@ -33,6 +34,7 @@ def test_scale_multiplies_at_the_input_timestamp(options: object, value: int, ex
     assert ints(out) == [(9, expected)]
 
 
+@NO_GRAPH
 def test_scale_processes_many_invocations() -> None:
     with flowplex.KernelRunner("ScaleKernel", options={"factor": 10}) as r:
         for ts in range(3):
@@ -41,12 +43,14 @@ def test_scale_processes_many_invocations() -> None:
         assert ints(drain_runner(r)) == [(0, 10), (1, 20), (2, 30)]
 
 
+@NO_GRAPH
 def test_scale_rejects_an_empty_input() -> None:
     message = rf"\[kernel_runner\] ValueError: {NOT_INT} \(input 0 holds nothing\)"
     with pytest.raises(KernelError, match=message):
         run_once("ScaleKernel", {})
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("kernel", ["ScaleKernel", "SumKernel", "FilterKernel", "BatchSumKernel"])
 @pytest.mark.parametrize(("value", "actual"), [(1.5, "F64"), ("7", "Str"), (True, "Bool")])
 def test_integer_kernels_declare_i64_inputs(kernel: str, value: object, actual: str) -> None:
@@ -55,6 +59,7 @@ def test_integer_kernels_declare_i64_inputs(kernel: str, value: object, actual: 
         run_once(kernel, {0: value})
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("kernel", ["ScaleKernel", "SumKernel", "FilterKernel", "BatchSumKernel"])
 def test_integer_kernels_need_their_ports(kernel: str) -> None:
     with pytest.raises(ValueError, match=r"contract: input port index 0 is out of range \(num_inputs=0\)"):
@@ -63,6 +68,7 @@ def test_integer_kernels_need_their_ports(kernel: str) -> None:
         flowplex.KernelRunner(kernel, output_ports=0)
 
 
+@NO_GRAPH
 def test_scale_output_type_is_checked_at_build(make_graph: GraphFactory) -> None:
     with pytest.raises(ValueError, match=r"type mismatch on edge `y`.*declares I64.*declares Buffer"):
         make_graph("""
@@ -104,6 +110,7 @@ output_ports: [y]
 # --- SumKernel ---------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 def test_sum_emits_the_total_at_post_stream_on_close() -> None:
     with flowplex.KernelRunner("SumKernel") as r:
         for ts, v in enumerate([1, 2, 3, 4]):
@@ -114,6 +121,7 @@ def test_sum_emits_the_total_at_post_stream_on_close() -> None:
         assert ints(drain_runner(r)) == [(TS_POST_STREAM, 10)]
 
 
+@NO_GRAPH
 def test_sum_wraps_at_64_bits() -> None:
     with flowplex.KernelRunner("SumKernel") as r:
         for ts, v in enumerate([I64_MAX, 1]):
@@ -123,6 +131,7 @@ def test_sum_wraps_at_64_bits() -> None:
         assert ints(drain_runner(r)) == [(TS_POST_STREAM, I64_MIN)]
 
 
+@NO_GRAPH
 def test_sum_skips_an_invocation_without_a_packet() -> None:
     (out,) = run_once("SumKernel", {})
     assert ints(out) == [(TS_POST_STREAM, 0)]
@@ -182,6 +191,7 @@ output_ports: [s, t]
 # --- FilterKernel ------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("threshold", "expected"),
     [(3, [3, 4, 5]), (None, [0, 3, 4, 5]), (-5, [-1, 0, 3, 4, 5]), (100, [])],
@@ -195,12 +205,14 @@ def test_filter_keeps_values_at_or_above_the_threshold(threshold: int | None, ex
         assert [p.as_int() for p in drain_runner(r)] == expected
 
 
+@NO_GRAPH
 def test_filter_forwards_the_packet_itself() -> None:
     packet = flowplex.Packet.from_int(8, ts=4)
     (out,) = run_once("FilterKernel", {0: packet}, options={"threshold": 8}, ts=4)
     assert ints(out) == [(4, 8)]
 
 
+@NO_GRAPH
 def test_filter_rejects_an_empty_input() -> None:
     with pytest.raises(KernelError, match=NOT_INT):
         run_once("FilterKernel", {})
@@ -232,21 +244,25 @@ output_ports: [y]
 # --- ZipKernel ---------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 def test_zip_adds_both_inputs() -> None:
     (out,) = run_once("ZipKernel", {0: 1, 1: 2}, input_ports=2, ts=3)
     assert ints(out) == [(3, 3)]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("inputs", [{0: 1}, {1: 2}, {}])
 def test_zip_emits_nothing_when_an_input_is_missing(inputs: dict[int, int]) -> None:
     assert run_once("ZipKernel", inputs, input_ports=2) == [[]]
 
 
+@NO_GRAPH
 def test_zip_wraps_and_ignores_extra_inputs() -> None:
     (out,) = run_once("ZipKernel", {0: I64_MAX, 1: 2, 2: 1000}, input_ports=3)
     assert [p.as_int() for p in out] == [I64_MIN + 1]
 
 
+@NO_GRAPH
 def test_zip_needs_two_inputs() -> None:
     with pytest.raises(ValueError, match=r"input port index 1 is out of range \(num_inputs=1\)"):
         flowplex.KernelRunner("ZipKernel", input_ports=1)
@@ -265,6 +281,7 @@ output_ports: [s]
     assert ints(out["s"]) == [(0, 101), (3, 303)]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("ports", "typed"),
     [
@@ -296,6 +313,7 @@ output_ports: [o]
 # --- FeedbackAddKernel -------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("inputs", "expected"),
     [({0: 1, 1: 2}, [3]), ({0: 1}, [1]), ({1: 2}, []), ({0: I64_MAX, 1: 1}, [I64_MIN])],
@@ -332,6 +350,7 @@ output_ports: [y]
     assert ints(out["y"]) == [(3, 6), (6, 15), (7, 7)]
 
 
+@NO_GRAPH
 def test_batch_sum_under_a_single_packet_policy() -> None:
     assert [ints(o) for o in run_once("BatchSumKernel", {0: 4}, ts=2)] == [[(2, 4)]]
     assert [ints(o) for o in run_once("BatchSumKernel", {}, ts=2)] == [[(2, 0)]]   # lm-flow's result

@@ -7,6 +7,10 @@ import pytest
 import flowplex
 from flowplex.kernels import kernel_class
 
+from .conftest import NO_GRAPH
+
+pytestmark = NO_GRAPH
+
 BUILTINS = [
     "PassThroughKernel", "ScaleKernel", "SumKernel", "SplitKernel", "ZipKernel", "FilterKernel",
     "StringifyKernel", "SinkKernel", "InvertKernel", "NormalizeKernel", "RangeSourceKernel",

@@ -13,7 +13,7 @@ import pytest
 import flowplex
 from flowplex import KernelError, Packet
 
-from .conftest import GraphFactory, run_graph, run_once
+from .conftest import NO_GRAPH, GraphFactory, run_graph, run_once
 
 inf, nan = math.inf, math.nan
 TENSOR_KERNELS = ["CastKernel", "AffineKernel", "ClampKernel", "ReduceKernel"]
@@ -48,6 +48,7 @@ def same(actual: npt.NDArray[np.generic], expected: Sequence[float], dtype: str)
 # --- shared input checks -----------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("kernel", TENSOR_KERNELS)
 @pytest.mark.parametrize(
     "view",
@@ -60,18 +61,21 @@ def test_non_contiguous_input_fails(kernel: str, view: object) -> None:
         run_once(kernel, {0: view(arr)})  # type: ignore[operator]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("kernel", [*TENSOR_KERNELS, "InvertKernel"])
 def test_an_empty_input_is_not_a_buffer(kernel: str) -> None:
     with pytest.raises(KernelError, match=r"input is not a buffer \(input 0 holds nothing\)"):
         run_once(kernel, {})
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("kernel", TENSOR_KERNELS)
 def test_tensor_kernels_declare_buffer_inputs(kernel: str) -> None:
     with pytest.raises(ValueError, match=r"input port 0 type mismatch: contract declares Buffer, actual I64"):
         run_once(kernel, {0: 3})
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(("kernel", "declared"), [("CastKernel", "Buffer"), ("ReduceKernel", "F64")])
 def test_tensor_outputs_are_declared(make_graph: GraphFactory, kernel: str, declared: str) -> None:
     with pytest.raises(ValueError, match=rf"type mismatch on edge `y`.*declares {declared}.*declares I64"):
@@ -100,6 +104,7 @@ CAST_OUT: dict[str, list[float]] = {
 }
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("code", CODES)
 def test_cast_rounds_half_to_even_and_saturates(code: str) -> None:
     out = one_buffer("CastKernel", np.array(CAST_IN), {"dtype": code})
@@ -109,6 +114,7 @@ def test_cast_rounds_half_to_even_and_saturates(code: str) -> None:
         same(out, CAST_OUT[code], NUMPY_NAMES[code])
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("src", ["uint8", "int16", "int64", "float16", "float32"])
 @pytest.mark.parametrize("code", CODES)
 def test_cast_between_every_pair_of_dtypes_keeps_shape(src: str, code: str) -> None:
@@ -118,6 +124,7 @@ def test_cast_between_every_pair_of_dtypes_keeps_shape(src: str, code: str) -> N
     np.testing.assert_array_equal(out.astype(np.float64), np.arange(24).reshape(2, 3, 4))
 
 
+@NO_GRAPH
 def test_cast_to_f16_boundaries() -> None:
     x = [65504.0, 65519.0, 65519.99, 65520.0, -65520.0, 1e6, 2049.0, 2051.0]
     out = one_buffer("CastKernel", np.array(x), {"dtype": "f16"})
@@ -126,6 +133,7 @@ def test_cast_to_f16_boundaries() -> None:
     same(out, [65504.0, 65504.0, 65504.0, inf, -inf, inf, 2048.0, 2052.0], "float16")
 
 
+@NO_GRAPH
 def test_cast_to_f16_underflows_to_subnormals_and_signed_zeros() -> None:
     tiny = 2.0**-24  # the smallest positive half (a subnormal)
     x = [tiny, tiny / 2, -tiny / 2, tiny * 1.5, tiny * 0.4, 6.1e-5]
@@ -133,6 +141,7 @@ def test_cast_to_f16_underflows_to_subnormals_and_signed_zeros() -> None:
     same(out, [tiny, 0.0, -0.0, 2 * tiny, 0.0, float(np.float16(6.1e-5))], "float16")
 
 
+@NO_GRAPH
 def test_cast_to_f16_rounds_once_from_the_double() -> None:
     # Just above the midpoint between 1 and the next half: a float32 step would round it to the
     # midpoint first and then to even (1.0). Converting straight from the double gives 1 + 2**-10.
@@ -141,18 +150,21 @@ def test_cast_to_f16_rounds_once_from_the_double() -> None:
     same(out, [1.0 + 2.0**-10], "float16")
 
 
+@NO_GRAPH
 def test_cast_from_f16_is_exact() -> None:
     halves = np.array([65504, 2.0**-24, -0.0, inf, nan], dtype=np.float16)
     out = one_buffer("CastKernel", halves, {"dtype": "f64"})
     same(out, [65504.0, 2.0**-24, -0.0, inf, nan], "float64")
 
 
+@NO_GRAPH
 def test_cast_integers_to_f16_overflow_to_inf() -> None:
     ints = np.array([70000, -70000, 65519, 65520, 2049], dtype=np.int32)
     out = one_buffer("CastKernel", ints, {"dtype": "f16"})
     same(out, [inf, -inf, 65504.0, inf, 2048.0], "float16")
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("kernel", "options"),
     [("CastKernel", {"dtype": "f32"}), ("CastKernel", {"dtype": "i16"}), ("CastKernel", {"dtype": "f16"}),
@@ -170,6 +182,7 @@ def test_signalling_nans_stay_nan_without_warnings(kernel: str, options: object)
         assert out[0] == 0
 
 
+@NO_GRAPH
 def test_cast_to_i64_saturates_and_goes_through_double() -> None:
     out = one_buffer("CastKernel", np.array([1e19, -1e19, 2.0**63, -(2.0**63)]), {"dtype": "i64"})
     assert out.tolist() == [2**63 - 1, -(2**63), 2**63 - 1, -(2**63)]
@@ -178,11 +191,13 @@ def test_cast_to_i64_saturates_and_goes_through_double() -> None:
     assert out.tolist() == [2**53, -7]
 
 
+@NO_GRAPH
 def test_cast_float32_overflows_to_inf() -> None:
     same(one_buffer("CastKernel", np.array([1e39, -1e39, 3.4e38])), [inf, -inf, float(np.float32(3.4e38))],
          "float32")
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("options", [None, {"dtype": 3}, {"dtype": ["u8"]}])
 def test_cast_defaults_to_f32(options: object) -> None:
     # A non-string dtype reads as missing (lm-flow's option getter rule).
@@ -190,12 +205,14 @@ def test_cast_defaults_to_f32(options: object) -> None:
     same(out, [1.0, 2.0], "float32")
 
 
+@NO_GRAPH
 def test_cast_keeps_an_empty_buffer() -> None:
     out = one_buffer("CastKernel", np.zeros((0, 3), dtype=np.uint8), {"dtype": "f64"})
     assert out.shape == (0, 3)
     assert out.dtype == np.float64
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("dtype", ["float32", "F32", "", "u32", "bool"])
 def test_cast_unknown_dtype_fails_at_open(dtype: str) -> None:
     r = flowplex.KernelRunner("CastKernel", options={"dtype": dtype})
@@ -212,6 +229,7 @@ def test_cast_unknown_dtype_fails_at_open(dtype: str) -> None:
 U8 = np.array([0, 1, 100, 200, 255], dtype=np.uint8)
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("options", "expected", "dtype"),
     [
@@ -230,6 +248,7 @@ def test_affine(options: object, expected: list[float], dtype: str) -> None:
     same(one_buffer("AffineKernel", U8, options), expected, dtype)
 
 
+@NO_GRAPH
 def test_affine_keeps_shape_and_float_specials_without_warnings() -> None:
     arr = np.array([[inf, -inf], [nan, 1.0]])
     same(one_buffer("AffineKernel", arr, {"scale": 0.0}).reshape(-1), [nan, nan, nan, 0.0], "float64")
@@ -238,11 +257,13 @@ def test_affine_keeps_shape_and_float_specials_without_warnings() -> None:
     same(out.reshape(-1), [inf, -inf, nan, 2.0], "float64")
 
 
+@NO_GRAPH
 def test_affine_to_f16_uses_the_cast_rules() -> None:
     out = one_buffer("AffineKernel", np.array([30000.0, 32759.5, 32760.0]), {"scale": 2.0, "dtype": "f16"})
     same(out, [60000.0, 65504.0, inf], "float16")
 
 
+@NO_GRAPH
 def test_affine_unknown_dtype_fails_at_open() -> None:
     r = flowplex.KernelRunner("AffineKernel", options={"dtype": "float64"})
     with pytest.raises(KernelError, match=r"options\.dtype 'float64' is unknown/unsupported"):
@@ -252,6 +273,7 @@ def test_affine_unknown_dtype_fails_at_open() -> None:
 # --- ClampKernel -------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("options", "expected"),
     [
@@ -266,6 +288,7 @@ def test_clamp_keeps_the_dtype(options: object, expected: list[float]) -> None:
     same(one_buffer("ClampKernel", U8, options), expected, "uint8")
 
 
+@NO_GRAPH
 def test_clamp_floats() -> None:
     arr = np.array([1.0, nan, -inf, inf, 5.0])
     same(one_buffer("ClampKernel", arr, {"min": 0, "max": 2}), [1.0, nan, 0.0, 2.0, 2.0], "float64")
@@ -275,6 +298,7 @@ def test_clamp_floats() -> None:
     same(one_buffer("ClampKernel", np.array([5.0], dtype=np.float32), {"min": 1e300}), [inf], "float32")
 
 
+@NO_GRAPH
 def test_clamp_int64_goes_through_double() -> None:
     arr = np.array([2**62 + 1, -5, 2**63 - 1], dtype=np.int64)
     assert one_buffer("ClampKernel", arr, {"min": 0.5}).tolist() == [2**62, 0, 2**63 - 1]
@@ -285,6 +309,7 @@ def test_clamp_int64_goes_through_double() -> None:
 MATRIX = np.array([[1, 2], [3, -4]], dtype=np.int32)
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("op", "expected"), [("sum", 2.0), ("mean", 0.5), ("min", -4.0), ("max", 3.0), (None, 0.5)]
 )
@@ -293,6 +318,7 @@ def test_reduce(op: str | None, expected: float) -> None:
     assert [(p.timestamp, p.type_name, p.as_float()) for p in out] == [(11, "F64", expected)]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("op", ["sum", "mean", "min", "max"])
 @pytest.mark.parametrize("shape", [(0,), (0, 3), (4, 0, 2)])
 def test_reduce_of_an_empty_buffer_is_zero(op: str, shape: tuple[int, ...]) -> None:
@@ -300,12 +326,14 @@ def test_reduce_of_an_empty_buffer_is_zero(op: str, shape: tuple[int, ...]) -> N
     assert [p.as_float() for p in out] == [0.0]
 
 
+@NO_GRAPH
 def test_reduce_of_an_empty_engine_buffer_is_zero() -> None:
     packet, _ = flowplex.packets.new_buffer((0,), "u8")
     (out,) = run_once("ReduceKernel", {0: packet}, options={"op": "max"})
     assert [p.as_float() for p in out] == [0.0]
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("values", "op", "expected"),
     [
@@ -327,12 +355,14 @@ def test_reduce_special_values(values: list[float], op: str, expected: float) ->
     assert result == expected or (math.isnan(result) and math.isnan(expected))
 
 
+@NO_GRAPH
 def test_reduce_of_a_signalling_nan_does_not_warn() -> None:
     halves = np.array([0x7C01, 0x3C00], dtype=np.uint16).view(np.float16)
     (out,) = run_once("ReduceKernel", {0: halves}, options={"op": "max"})
     assert out[0].as_float() == 1.0
 
 
+@NO_GRAPH
 def test_reduce_sums_left_to_right_like_lmflow() -> None:
     # A pairwise sum would keep the small terms (1.0000000000000988e16); lm-flow's running
     # double sum loses each of them against 1e16.
@@ -343,6 +373,7 @@ def test_reduce_sums_left_to_right_like_lmflow() -> None:
     assert out[0].as_float() == 1e16 / 1001
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("op", ["prod", "MEAN", "", "average"])
 def test_reduce_unknown_op_fails_at_open(op: str) -> None:
     r = flowplex.KernelRunner("ReduceKernel", options={"op": op})
@@ -353,6 +384,7 @@ def test_reduce_unknown_op_fails_at_open(op: str) -> None:
 # --- InvertKernel ------------------------------------------------------------------------------
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("shape", [(2, 3), (2, 3, 2), (2, 2, 3, 2)])
 def test_invert_writes_255_minus_x(shape: tuple[int, ...]) -> None:
     arr = np.arange(math.prod(shape), dtype=np.uint8).reshape(shape)
@@ -361,6 +393,7 @@ def test_invert_writes_255_minus_x(shape: tuple[int, ...]) -> None:
     np.testing.assert_array_equal(out[0].as_numpy(), 255 - arr)
 
 
+@NO_GRAPH
 def test_invert_never_writes_to_a_host_array() -> None:
     arr = np.arange(12, dtype=np.uint8).reshape(3, 4)
     (out,) = run_once("InvertKernel", {0: arr[:, ::2]})  # a strided view is fine: CoW copies it
@@ -369,6 +402,7 @@ def test_invert_never_writes_to_a_host_array() -> None:
     assert arr.flags.writeable
 
 
+@NO_GRAPH
 @pytest.mark.parametrize(
     ("value", "found"),
     [(np.zeros((2, 2), dtype=np.float32), "float32 with ndim 2"),
@@ -380,11 +414,13 @@ def test_invert_needs_a_u8_image(value: object, found: str) -> None:
         run_once("InvertKernel", {0: value})
 
 
+@NO_GRAPH
 def test_invert_rejects_non_buffers() -> None:
     with pytest.raises(KernelError, match=r"input is not a buffer \(input 0 holds I64\)"):
         run_once("InvertKernel", {0: 5})
 
 
+@NO_GRAPH
 def test_invert_in_place_in_a_runner() -> None:
     packet, view = flowplex.packets.new_buffer((2, 3), "u8")
     view[:] = 7
@@ -552,6 +588,7 @@ def test_normalize_requires_the_calibration_side_packet(make_graph: GraphFactory
         g.start()
 
 
+@NO_GRAPH
 @pytest.mark.parametrize("options", [None, {}, {"scale": "2"}, {"scale": True}])
 def test_normalize_requires_a_numeric_scale(options: object) -> None:
     r = flowplex.KernelRunner("NormalizeKernel", options=options, side_packets={"calibration": 1})
@@ -559,6 +596,7 @@ def test_normalize_requires_a_numeric_scale(options: object) -> None:
         r.start()
 
 
+@NO_GRAPH
 def test_normalize_accepts_an_int_scale() -> None:
     (out,) = run_once("NormalizeKernel", {0: 7}, options={"scale": 2}, side_packets={"calibration": 1})
     assert [p.as_int() for p in out] == [7]

@@ -19,7 +19,7 @@ import flowplex
 from flowplex.errors import ConfigError, UnknownKernelError
 from flowplex.kernels import kernel_class
 
-from .conftest import run_once
+from .conftest import NO_GRAPH, run_once
 
 KERNEL = """
 import flowplex
@@ -58,6 +58,7 @@ def double(kernel: str) -> int | None:
     return packet.as_int()
 
 
+@NO_GRAPH
 def test_an_entry_point_to_a_module_that_registers_the_kernel(site: Path, tag: str) -> None:
     module = f"{tag.lower()}_kernels"
     code = KERNEL.format(cls="K", factor=2) + f"\nflowplex.kernel({tag!r})(K)\n"
@@ -67,6 +68,7 @@ def test_an_entry_point_to_a_module_that_registers_the_kernel(site: Path, tag: s
     assert kernel_class(tag).__module__ == module
 
 
+@NO_GRAPH
 def test_an_entry_point_to_an_unregistered_class_registers_it_under_its_name(site: Path, tag: str) -> None:
     module = f"{tag.lower()}_cls"
     install(site, f"{tag}dist", {tag: f"{module}:Triple"}, {module: KERNEL.format(cls="Triple", factor=3)})
@@ -90,6 +92,7 @@ def test_a_graph_finds_an_entry_point_kernel_without_imports(site: Path, tag: st
         g.wait_done(timeout=10)
 
 
+@NO_GRAPH
 def test_a_failing_entry_point_names_the_distribution_and_chains_the_cause(site: Path, tag: str) -> None:
     module = f"{tag.lower()}_bad"
     install(site, f"{tag}dist", {tag: module}, {module: "import no_such_dependency_xyz\n"})
@@ -102,6 +105,7 @@ def test_a_failing_entry_point_names_the_distribution_and_chains_the_cause(site:
     assert isinstance(info.value.__cause__, ModuleNotFoundError)
 
 
+@NO_GRAPH
 def test_an_entry_point_that_provides_no_kernel(site: Path, tag: str) -> None:
     module = f"{tag.lower()}_none"
     install(site, f"{tag}dist", {tag: f"{module}:VALUE"}, {module: "VALUE = 3\n"})
@@ -113,6 +117,7 @@ def test_an_entry_point_that_provides_no_kernel(site: Path, tag: str) -> None:
         kernel_class(tag)
 
 
+@NO_GRAPH
 def test_a_kernel_declared_by_two_distributions_is_an_error(site: Path, tag: str) -> None:
     module = f"{tag.lower()}_two"
     install(site, f"{tag}a", {tag: f"{module}:K"}, {module: KERNEL.format(cls="K", factor=1)})
@@ -126,6 +131,7 @@ def test_a_kernel_declared_by_two_distributions_is_an_error(site: Path, tag: str
     assert module not in sys.modules
 
 
+@NO_GRAPH
 def test_an_unknown_kernel_suggests_entry_points_and_names_imports(site: Path, tag: str) -> None:
     install(site, f"{tag}dist", {f"{tag}Denoise": "nowhere"}, {})
     with pytest.raises(UnknownKernelError) as info:

@@ -24,6 +24,10 @@ from flowplex.kernels._registry import kernel_class
 from flowplex.packets import new_buffer
 from flowplex.spec import NodeSpec, PortSpec
 
+from .conftest import NO_GRAPH
+
+pytestmark = NO_GRAPH
+
 WAIT_S = 10.0
 
 

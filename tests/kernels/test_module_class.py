@@ -24,7 +24,7 @@ from flowplex.errors import UnknownKernelError
 from flowplex.kernels import kernel_class
 
 from . import _module_class_kernels as kernels
-from .conftest import GraphFactory, run_graph
+from .conftest import NO_GRAPH, GraphFactory, run_graph
 
 MODULE = kernels.__name__
 
@@ -120,6 +120,7 @@ def test_a_process_pool_worker_loads_the_reference_as_the_host_did(make_graph: G
     assert lost == []
 
 
+@NO_GRAPH
 def test_an_unknown_reference_is_an_unknown_kernel_error_naming_the_node() -> None:
     with pytest.raises(UnknownKernelError) as info:
         flowplex.Graph.from_yaml(graph(f"{MODULE}:AddOn"))

@@ -6,6 +6,10 @@ import pytest
 
 import flowplex
 
+from .conftest import NO_GRAPH
+
+pytestmark = NO_GRAPH
+
 
 @flowplex.kernel("TRunnerEcho")
 class TRunnerEcho(flowplex.Kernel):

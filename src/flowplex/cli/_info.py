@@ -22,7 +22,7 @@ def info() -> None:
     typer.echo(f"scheduler: {_native.mode}")
     transport = "compiled (C)" if _accel.fast is not None else "source (pure Python)"
     typer.echo(f"ring transport: {transport}")
-    from flowplex.executors.ray import INSTALL_HINT, describe_cluster, ray_installed
+    from flowplex.cluster import INSTALL_HINT, describe_cluster, ray_installed
 
     if ray_installed():
         from importlib.metadata import PackageNotFoundError, version

@@ -109,7 +109,7 @@ def run(
 
 def _use_ray_address(address: str) -> None:
     """``--ray-address``: every RayExecutor of this process connects there (exit 2 when blank)."""
-    from flowplex.executors.ray import ADDRESS_ENV
+    from flowplex.cluster import ADDRESS_ENV
 
     if not address.strip():
         msg = "--ray-address: give an address (auto, ray://host:10001 or IP:port)"
