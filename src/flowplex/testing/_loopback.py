@@ -15,17 +15,14 @@ import logging
 import threading
 from collections.abc import Callable, Sized
 from dataclasses import replace
-from typing import TYPE_CHECKING, final
+from typing import final
 
 from ..executors import InlineExecutor, TaskStats
 from ..executors._invocation import Complete, Invocation, NodeRecipe, Outcome, Spill
 from ..executors._protocol import FailureReport, Inbox, Task
 from ..executors.hosted import _codec as codec
+from ..executors.hosted._tasks import HostingDefaults
 from ..kernels._host import KernelHosts, failed_outcome
-
-if TYPE_CHECKING:
-    from ..packets._packet import BufferAllocator
-    from ..spec._specs import NodeSpec
 
 __all__ = ["LoopbackExecutor"]
 
@@ -33,7 +30,7 @@ log = logging.getLogger(__name__)
 
 
 @final
-class LoopbackExecutor:
+class LoopbackExecutor(HostingDefaults):
     """An inline executor whose kernels run behind the codec, on instances of its own.
 
     ``invoke`` runs on the calling thread and calls ``complete`` before it returns. The
@@ -145,24 +142,6 @@ class LoopbackExecutor:
     def set_on_failure(self, report: FailureReport | None) -> None:
         """The inline executor's background thread reports what reaches it."""
         self._inline.set_on_failure(report)
-
-    def run_next(self) -> bool:
-        """False: a hosted call is never held by the budget on this thread (its output comes whole)."""
-        return False
-
-    def watch(self, stopped: Callable[[], bool]) -> None:
-        """Ignored: it queues no calls of its own."""
-
-    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
-        """Ignored: hosting builds the instances at once, on this thread."""
-
-    def buffer_allocator(self) -> BufferAllocator | None:
-        """None: the kernels' buffers are ordinary memory."""
-        return None
-
-    def calls_in_flight(self, spec: NodeSpec) -> int:
-        """1: calls run one at a time, on the calling thread."""
-        return 1
 
     def stats(self) -> TaskStats:
         """The inline executor's snapshot, under this executor's kind."""

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from ...packets._packet import BufferAllocator
     from ...spec._specs import NodeSpec
 
-__all__ = ["CallerTasks", "OnCallerTasks"]
+__all__ = ["CallerTasks", "HostingDefaults", "OnCallerTasks"]
 
 _in_task: Final = threading.local()
 """``busy`` while this thread runs a task of such an executor."""
@@ -57,7 +57,31 @@ class CallerTasks:
         return self.dispatcher.stats().queued
 
 
-class OnCallerTasks:
+class HostingDefaults:
+    """The kernel-host capabilities of ``KernelHostExecutor`` in their plain form, for an
+    executor to override where it does more (the pool bounds its start and has an arena; Ray
+    watches for a stop and batches calls; the loopback needs none of it)."""
+
+    def run_next(self) -> bool:
+        """False: a hosted call is never held on the caller's thread with work queued behind it."""
+        return False
+
+    def watch(self, stopped: Callable[[], bool]) -> None:
+        """Ignored unless the executor queues calls of its own (Ray overrides it)."""
+
+    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
+        """Ignored unless hosting waits for workers (the process pool overrides it)."""
+
+    def buffer_allocator(self) -> BufferAllocator | None:
+        """None: ordinary memory, unless the executor has its own (the pool's arena)."""
+        return None
+
+    def calls_in_flight(self, spec: NodeSpec) -> int:
+        """1: one call of a node at a time, unless the executor batches calls (Ray)."""
+        return 1
+
+
+class OnCallerTasks(HostingDefaults):
     """The task half of the ``Executor`` protocol for an executor that hosts kernels elsewhere
     (the process pool, Ray): its ``_tasks`` runs them; no host thread has to."""
 
@@ -86,24 +110,6 @@ class OnCallerTasks:
     def set_on_failure(self, report: FailureReport | None) -> None:
         """The dispatcher thread reports what reaches it, as a thread pool's workers do."""
         self._tasks.dispatcher.set_on_failure(report)
-
-    def run_next(self) -> bool:
-        """False: nothing queues behind the caller (a nested task goes to the dispatcher)."""
-        return False
-
-    def watch(self, stopped: Callable[[], bool]) -> None:
-        """Ignored unless the executor queues calls of its own (Ray overrides it)."""
-
-    def bound_start(self, deadline: float | None, stopped: Callable[[], bool] | None) -> None:
-        """Ignored unless hosting waits for workers (the process pool overrides it)."""
-
-    def buffer_allocator(self) -> BufferAllocator | None:
-        """None: ordinary memory, unless the executor has its own (the pool's arena)."""
-        return None
-
-    def calls_in_flight(self, spec: NodeSpec) -> int:
-        """1: one call of a node at a time, unless the executor batches calls (Ray)."""
-        return 1
 
     def start(self) -> None:
         """Start the dispatcher thread (idempotent; workers or actors start in ``host``)."""
