@@ -52,15 +52,21 @@ def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseExcep
         msg = (f"the executor returned output for {len(outputs)} port(s); node `{node.name}` has "
                f"{len(ctx.out_packets)}")
         return None, msg
+    stage_outputs(ctx, outputs)
+    ctx.bounds = outcome.bounds
+    ctx.source_finished = outcome.source_done
+    ctx.yield_s = outcome.yield_s
+    return None, ""
+
+
+def stage_outputs(ctx: Context, outputs: list[list[Packet]]) -> None:
+    """Stage the packets a kernel host sent back (a whole outcome, or one slice of a long call)
+    behind what ``ctx`` already holds, port by port, emptying ``outputs``."""
     for staged, packets in zip(ctx.out_packets, outputs, strict=True):
         for p in packets:
             p._owned = False
         staged.extend(packets)
         packets.clear()  # the context holds them now, alone: a consumer may find them exclusive
-    ctx.bounds = outcome.bounds
-    ctx.source_finished = outcome.source_done
-    ctx.yield_s = outcome.yield_s
-    return None, ""
 
 
 def recipe_of(node: Node, strict_ports: bool) -> NodeRecipe:

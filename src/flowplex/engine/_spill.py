@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..kernels._context import PHASE_PROCESS, SPILL_NEVER, SPILL_SLICE, Context
+from ._seam import stage_outputs
 
 if TYPE_CHECKING:
     from ..packets import Packet
@@ -73,11 +74,7 @@ class Spills:
         after twice its last count (False: not eligible, kept staged for the final outcome, or
         nothing made room within a slice), as ``spill`` decides for an in-process call.
         """
-        for staged, packets in zip(ctx.out_packets, outputs, strict=True):
-            for p in packets:
-                p._owned = False
-            staged.extend(packets)
-            packets.clear()  # the context holds them now, alone (as ``apply_outcome`` does)
+        stage_outputs(ctx, outputs)
         return self._deliver_staged(node, ctx)
 
     def _deliver_staged(self, node: Node, ctx: Context) -> bool:
