@@ -247,6 +247,10 @@ class Waits:
             if p is not None:
                 return p
             with status.lock:
+                # Packets and the close may both have landed since ``try_next`` let go of the
+                # lock: the stream ends only when it is closed and drained, seen in one hold.
+                if poller.packets:
+                    continue
                 if poller.closed:
                     return None
                 if status.state < RUNNING:
