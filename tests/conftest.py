@@ -157,12 +157,35 @@ def _kind(item: pytest.Item) -> str | None:
     return params.get("executor_kind")
 
 
+TESTS = Path(__file__).resolve().parent
+SHARED_SHM = ("transport", "hostile/test_ring_", "hostile/test_startup_deadlines.py", "hostile/test_arena_full.py")
+"""Tests that make fixed segment names, scan ``/dev/shm`` or clean it: one worker runs them in turn."""
+
+
+def _xdist_group(path: Path) -> str | None:
+    """The pytest-xdist worker group of a test file (``--dist loadgroup``), None for any worker.
+
+    The Ray tests share one local Ray instance, so they run on one worker; so do the tests that
+    share ``/dev/shm`` names (``SHARED_SHM``). The rest spread over the workers test by test.
+    """
+    rel = path.resolve().relative_to(TESTS).as_posix() if path.resolve().is_relative_to(TESTS) else ""
+    if rel.startswith("cluster/"):
+        return "ray"
+    if rel.startswith(SHARED_SHM):
+        return "shm"
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check that every item of the engine suites is parametrised, and apply ``--executors``.
 
     A unittest-style ``TestCase`` (a hypothesis state machine's) would run once, unplaced:
     wrap it in a test function. ``--executors`` deselects the other kinds (never a skip).
     """
+    for item in items:
+        group = _xdist_group(item.path)
+        if group is not None:
+            item.add_marker(pytest.mark.xdist_group(group))
     missed = [item.nodeid for item in items if _across_executors(item.path) and _kind(item) is None]
     if missed:
         msg = f"not parametrised over the executor kinds (see tests/conftest.py): {', '.join(missed)}"
