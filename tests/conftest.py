@@ -168,7 +168,8 @@ def _xdist_group(path: Path) -> str | None:
     The Ray tests share one local Ray instance, so they run on one worker; so do the tests that
     share ``/dev/shm`` names (``SHARED_SHM``). The rest spread over the workers test by test.
     """
-    rel = path.resolve().relative_to(TESTS).as_posix() if path.resolve().is_relative_to(TESTS) else ""
+    resolved = path.resolve()
+    rel = resolved.relative_to(TESTS).as_posix() if resolved.is_relative_to(TESTS) else ""
     if rel.startswith("cluster/"):
         return "ray"
     if rel.startswith(SHARED_SHM):
