@@ -21,7 +21,7 @@ GRAPH = Path(flowplex.graph.__file__).parent
 
 PARTS = {
     ENGINE: (
-        "_engine_common", "_budget", "_nodes", "_timers", "_watchdog", "_status", "_blocking", "_claims",
+        "_engine_common", "_handoff", "_budget", "_nodes", "_timers", "_watchdog", "_status", "_blocking", "_claims",
         "_delivery", "_closing", "_sources", "_seam", "_spill", "_loop", "_pump", "_stalls", "_admission",
         "_waiting", "_snapshot", "_engine", "_build", "__init__",
     ),

@@ -54,8 +54,11 @@ class Claims:
         return out
 
     def submit(self, node: Node, ctx: Context) -> None:
-        """Queue claimed ``ctx`` of ``node`` for submission: the one writer of ``out``."""
-        self.out.append((node.executor, self.task, ctx))
+        """Queue claimed ``ctx`` of ``node`` for submission: the one writer of ``out``.
+
+        It goes to the node's ``handler``: its executor, or the engine's hand-off for a hosted
+        kernel, which then calls the executor's ``invoke`` directly."""
+        self.out.append((node.handler, self.task, ctx))
 
     def schedule(self, node: Node) -> None:
         """Claim as many invocations of ``node`` as are ready."""

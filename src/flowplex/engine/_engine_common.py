@@ -8,14 +8,24 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
-    from ..executors import Executor
     from ..packets import Packet
 
-Submission = tuple["Executor", Callable[[object], None], object]
-"""One claimed task: ``executor.submit(task, arg)``, called once the engine lock is released."""
+class Submitter(Protocol):
+    """What claimed work is handed to: a node's executor, or the engine's ``HANDOFF`` for a
+    node whose executor hosts its kernel (``_handoff``)."""
+
+    def submit(self, fn: Callable[[object], None], arg: object, /) -> None:
+        """Run ``fn(arg)`` (now, or queued: the submitter's rule)."""
+
+    def submit_background(self, fn: Callable[[object], None], arg: object, /) -> None:
+        """Run ``fn(arg)`` on another thread than this one."""
+
+
+Submission = tuple[Submitter, Callable[[object], None], object]
+"""One claimed task: ``submitter.submit(task, arg)``, called once the engine lock is released."""
 Calls = list[tuple[Callable[["Packet"], object], "Packet"]]
 """Observer calls collected under the lock, made after it is released."""
 Work = tuple[list[Submission], Calls]

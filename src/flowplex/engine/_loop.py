@@ -95,11 +95,12 @@ class Scheduler:
         return self.claims.take(), self.delivery.take_calls()
 
     def dispatch(self, subs: list[Submission], calls: Calls) -> None:
-        """Outside the lock: call observers, then hand claimed work to executors."""
+        """Outside the lock: call observers, then hand claimed work to executors (a hosted
+        kernel's to the hand-off, which calls ``invoke`` on this thread: ``_handoff``)."""
         if calls:
             call_observers(calls)
-        for executor, task, arg in subs:
-            executor.submit(task, arg)
+        for submitter, task, arg in subs:
+            submitter.submit(task, arg)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -534,7 +535,7 @@ class Scheduler:
             inbox.append((self._run, nxt))
             self.status.wake_hosts()
         else:
-            consumer.executor.submit(self._run, nxt)
+            consumer.handler.submit(self._run, nxt)
         for ex, task, arg in subs:
             ex.submit(task, arg)
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Final, final
 from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
 from ..errors import ConfigError
 from ..packets import Packet, type_name
+from ._handoff import HANDOFF
 
 if TYPE_CHECKING:
     from ..executors import Executor
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ..kernels._context import Context, NodeInfo
     from ..spec._specs import NodeSpec
     from ._budget import Budget
+    from ._engine_common import Submitter
 
 Observer = Callable[["Packet"], object]
 
@@ -136,7 +138,7 @@ class Node:
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
                  "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple", "hop",
-                 "out_edge", "inbox", "on_caller", "remote")
+                 "out_edge", "inbox", "on_caller", "remote", "handler")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -151,6 +153,9 @@ class Node:
         """``executor.runs_on_caller``: the hop path asks the executor for its ``backlog()``."""
         self.remote = executor.hosts_kernels
         """``executor.hosts_kernels``: its callbacks cross the seam as invocations (``_seam``)."""
+        self.handler: Submitter = HANDOFF if self.remote else executor
+        """Where its claimed work is submitted: its executor, or for a hosted kernel the
+        engine's hand-off, which calls the executor's ``invoke`` itself (``_handoff``)."""
         self.is_source = spec.is_source
         self.max_in_flight = max(1, spec.max_in_flight)
         self.policy = POLICY_CODES[spec.input_policy.type]

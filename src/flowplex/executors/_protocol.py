@@ -136,9 +136,12 @@ class KernelHostExecutor(Executor, Protocol):
     """An executor that runs kernels on its own instances (``hosts_kernels`` is True).
 
     The engine calls ``host`` once per ``Graph.start`` with the nodes placed on it, then
-    ``invoke`` for every ``open``, ``process`` and ``close`` of those nodes, from inside a task
-    it submitted (so ``invoke`` runs on the executor's own thread). Nothing of the engine
-    crosses: an ``Invocation`` is plain data, and so is the ``Outcome`` handed back.
+    ``invoke`` for every ``open``, ``process`` and ``close`` of those nodes. An ``open`` comes
+    from a task it submitted in the background (the executor's own thread); a ``process`` or
+    ``close`` is handed over directly, on the thread that claimed it, outside the engine's lock
+    (the engine's ``_handoff``: never through ``submit``). So ``invoke`` must not wait for a
+    worker: it queues the call and returns. Nothing of the engine crosses: an ``Invocation``
+    is plain data, and so is the ``Outcome`` handed back.
     """
 
     def host(self, recipes: list[NodeRecipe]) -> None:

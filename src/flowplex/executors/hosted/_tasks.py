@@ -1,17 +1,15 @@
-"""``CallerTasks``: how an executor that hosts kernels elsewhere runs the engine's tasks.
+"""``DispatchTasks``: how an executor that hosts kernels elsewhere runs the engine's tasks.
 
-Such a task only turns a claim into a message and queues it (``invoke``), so it runs at once on
-the thread that submitted it: a thread hop would be most of a small invocation's cost. A task
-submitted from inside another (a call that failed at once, completing on the spot), or one
-nobody waits on, goes to one dispatcher thread instead, so that failures cannot recurse.
-Shared by the process pool and the Ray executor.
+The engine hands such an executor's process and close calls to ``invoke`` itself
+(``engine._handoff``); what it still submits (opens, sources, timer wakes: work nobody waits
+on) runs on one dispatcher thread, so it never holds up the thread that asked for it. Shared
+by the process pool and the Ray executor.
 """
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Sized
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, final
 
 from .._protocol import FailureReport, Inbox, Task
 from .._threads import ThreadPoolExecutor
@@ -20,15 +18,12 @@ if TYPE_CHECKING:
     from ...packets._packet import BufferAllocator
     from ...spec._specs import NodeSpec
 
-__all__ = ["CallerTasks", "HostingDefaults", "OnCallerTasks"]
-
-_in_task: Final = threading.local()
-"""``busy`` while this thread runs a task of such an executor."""
+__all__ = ["DispatchTasks", "HostingDefaults", "OnDispatcherTasks"]
 
 
 @final
-class CallerTasks:
-    """Runs tasks on the caller, nested and background ones on a dispatcher thread."""
+class DispatchTasks:
+    """Runs the tasks submitted to a hosting executor on its one dispatcher thread."""
 
     __slots__ = ("dispatcher",)
 
@@ -36,19 +31,7 @@ class CallerTasks:
         self.dispatcher = ThreadPoolExecutor(f"{name}-dispatch", 1)
 
     def submit(self, fn: Task, arg: object) -> None:
-        """Run ``fn(arg)`` now on this thread, or on the dispatcher when called from a task."""
-        local = _in_task
-        if getattr(local, "busy", False):
-            self.dispatcher.submit(fn, arg)
-            return
-        local.busy = True
-        try:
-            fn(arg)
-        finally:
-            local.busy = False
-
-    def submit_background(self, fn: Task, arg: object) -> None:
-        """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
+        """Queue ``fn(arg)`` for the dispatcher thread."""
         self.dispatcher.submit(fn, arg)
 
     @property
@@ -81,20 +64,21 @@ class HostingDefaults:
         return 1
 
 
-class OnCallerTasks(HostingDefaults):
+class OnDispatcherTasks(HostingDefaults):
     """The task half of the ``Executor`` protocol for an executor that hosts kernels elsewhere
-    (the process pool, Ray): its ``_tasks`` runs them; no host thread has to."""
+    (the process pool, Ray): its ``_tasks`` runs them on a dispatcher thread; no host thread
+    has to."""
 
-    _tasks: CallerTasks
+    _tasks: DispatchTasks
 
     def submit(self, fn: Task, arg: object) -> None:
-        """Run ``fn(arg)`` now, on the calling thread: it ends in ``invoke``, which only queues
-        a message and never waits for a worker."""
+        """Queue ``fn(arg)`` for the dispatcher thread. (The engine calls ``invoke`` for a
+        hosted node's process and close calls on the claiming thread, not through here.)"""
         self._tasks.submit(fn, arg)
 
     def submit_background(self, fn: Task, arg: object) -> None:
         """Queue ``fn(arg)`` for the dispatcher thread (never on the caller)."""
-        self._tasks.submit_background(fn, arg)
+        self._tasks.submit(fn, arg)
 
     def backlog(self) -> Sized | None:
         """None: no caller-thread loop."""

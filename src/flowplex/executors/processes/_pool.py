@@ -35,7 +35,7 @@ from ...kernels._loading import file_module_name, imports_so_far
 from .. import TaskStats
 from .._invocation import Invocation, Outcome
 from ..hosted._replicas import Gather, Placement, Replicas
-from ..hosted._tasks import CallerTasks, OnCallerTasks
+from ..hosted._tasks import DispatchTasks, OnDispatcherTasks
 from ..hosted._wire import HostRequest, encode_recipe
 from . import _transfer as transfer
 from ._arena import DEFAULT_ARENA_BYTES, PAGE, Arena, ArenaStats, arena_size
@@ -91,7 +91,7 @@ def abandon_all() -> None:
 
 
 @final
-class ProcessPoolExecutor(OnCallerTasks):
+class ProcessPoolExecutor(OnDispatcherTasks):
     """Runs the kernels of its nodes in ``num_processes`` worker processes.
 
     The engine's tasks (``submit``) run on one dispatcher thread of the pool: each turns a
@@ -181,7 +181,7 @@ class ProcessPoolExecutor(OnCallerTasks):
         self.restart = restart
         self._context: SpawnContext | ForkServerContext = multiprocessing.get_context(start_method)  # type: ignore[assignment]
         self._lock = threading.Lock()
-        self._tasks = CallerTasks(name)
+        self._tasks = DispatchTasks(name)
         """Runs the engine's tasks (each ends in ``invoke``), on the caller or its dispatcher."""
         self._links: list[WorkerLink] = []
         """The workers, by slot (``_placement`` chooses the slots); a restart replaces one."""

@@ -26,7 +26,7 @@ from ...packets._buffers import _Buffer
 from .. import TaskStats
 from .._invocation import Outcome
 from ..hosted._replicas import Gather, Replicas
-from ..hosted._tasks import CallerTasks, OnCallerTasks
+from ..hosted._tasks import DispatchTasks, OnDispatcherTasks
 from ..hosted._wire import HostRequest, wire_recipe
 from ._connect import connect, disconnect, ray_module
 from ._frames import encode, invocation_packets, keep_live_frames, put_frames
@@ -68,7 +68,7 @@ class _Node:
 
 
 @final
-class RayExecutor(OnCallerTasks):
+class RayExecutor(OnDispatcherTasks):
     """Runs the kernels of its nodes in Ray actors, on a local Ray instance or a cluster.
 
     Calls of one actor run one at a time in claim order, so a node keeps its one kernel
@@ -151,7 +151,7 @@ class RayExecutor(OnCallerTasks):
         self.max_batch_delay_ms = float(max_batch_delay_ms)
         self.max_restarts = max_restarts
         self._warm = warm
-        self._tasks = CallerTasks(name)
+        self._tasks = DispatchTasks(name)
         self._ray: ModuleType | None = None
         self._actor_class: object = None
         self._nodes: dict[int, _Node] = {}
