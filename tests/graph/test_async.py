@@ -116,6 +116,9 @@ SleepingGraph = Callable[[float], flowplex.Graph]
 def sleeping_graph() -> Iterator[SleepingGraph]:
     """Build started graphs whose one pool kernel is about to sleep ``seconds``, inputs closed.
 
+    The tests sleep 0.6 s: long enough to tell "returned at once" from "waited", and well under
+    the idle second after which ``Graph.close`` abandons a call (a 1 s sleep raced it).
+
     Each test closes its graph itself (and checks the cleanup); teardown closes it again
     (idempotent) so that a failed assertion leaves no sleeping worker to the next test.
     """
@@ -171,7 +174,7 @@ async def _run_and_record(g: flowplex.Graph, seen: Seen, **kwargs: float) -> Non
 @ON_THE_SLEEPER_POOL
 def test_cancelling_run_async_returns_at_once_and_warns_that_the_grace_expired(sleeping_graph: SleepingGraph) -> None:
     async def main() -> tuple[Seen, asyncio.Task[None]]:
-        g = sleeping_graph(1.0)
+        g = sleeping_graph(0.6)
         seen = Seen()
         task = asyncio.create_task(_run_and_record(g, seen))
         await _until_the_kernel_sleeps()
@@ -188,14 +191,14 @@ def test_cancelling_run_async_returns_at_once_and_warns_that_the_grace_expired(s
         return seen, task
 
     seen, task = asyncio.run(main())
-    assert seen.elapsed < 0.2  # the kernel sleeps 1 s
+    assert seen.elapsed < 0.2  # the kernel sleeps 0.6 s
     assert seen.inner_cancelling == 1 and task.cancelling() == 1
 
 
 @ON_THE_SLEEPER_POOL
 def test_a_timeout_returns_at_once_and_warns_that_the_grace_expired(sleeping_graph: SleepingGraph) -> None:
     async def main() -> float:
-        g = sleeping_graph(1.0)
+        g = sleeping_graph(0.6)
         await _until_the_kernel_sleeps()
         t0 = time.monotonic()
         warned = pytest.warns(RuntimeWarning, match="run_async timeout grace expired before the graph terminated")
@@ -212,7 +215,7 @@ def test_a_timeout_returns_at_once_and_warns_that_the_grace_expired(sleeping_gra
 @ON_THE_SLEEPER_POOL
 def test_a_second_cancellation_abandons_the_grace_and_is_not_counted(sleeping_graph: SleepingGraph) -> None:
     async def main() -> tuple[Seen, asyncio.Task[None]]:
-        g = sleeping_graph(1.0)
+        g = sleeping_graph(0.6)
         seen = Seen()
         task = asyncio.create_task(_run_and_record(g, seen, cancel_grace=5))
         await _until_the_kernel_sleeps()
@@ -232,7 +235,7 @@ def test_a_second_cancellation_abandons_the_grace_and_is_not_counted(sleeping_gr
         return seen, task
 
     seen, task = asyncio.run(main())
-    assert seen.elapsed < 0.2  # not the 5 s grace, nor the kernel's 1 s
+    assert seen.elapsed < 0.2  # not the 5 s grace, nor the kernel's 0.6 s
     assert seen.inner_cancelling == 1  # inside the task, where CancelledError propagates
     assert task.cancelling() == 1  # and from outside
 
