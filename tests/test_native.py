@@ -115,8 +115,13 @@ def test_an_edited_source_replaces_its_stale_compiled_twin(tmp_path: Path) -> No
 
 @pytest.mark.skipif(not COMPILED_HERE, reason="the whole suite already runs on the Python sources")
 @pytest.mark.timeout(400)  # it runs the engine suites again (about a minute here, more on a busy machine)
-def test_engine_tests_pass_on_the_sources() -> None:
-    suites = ["tests/engine", "tests/graph", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"]
+@pytest.mark.parametrize(
+    "suites",
+    # In two parts (the graph suite is most of it), so that two test workers can share them.
+    [["tests/graph"], ["tests/engine", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"]],
+    ids=["graph", "engine-kernels-property-compat"],
+)
+def test_engine_tests_pass_on_the_sources(suites: list[str]) -> None:
     # The kinds whose executors run the compiled modules' Python twins (inline, delegating) and
     # the thread pool. The loopback and the process pool run the same engine code through the
     # seam's codec, which is never compiled: the main run covers them, and here they would add
