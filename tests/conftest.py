@@ -177,6 +177,7 @@ def _xdist_group(path: Path) -> str | None:
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own, which reads the group marks added here
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Check that every item of the engine suites is parametrised, and apply ``--executors``.
 
