@@ -8,6 +8,7 @@ failure cheaply (a public name without a docstring, a kernel whose module cannot
 
 from __future__ import annotations
 
+import fcntl
 import functools
 import http.server
 import importlib.util
@@ -44,7 +45,12 @@ ROOT = Path(__file__).resolve().parents[2]
 HOOKS = ROOT / "docs" / "_hooks"
 CHROMIUM = Path("/usr/bin/chromium")
 BUILD_TIMEOUT_S = 300
-pytestmark = pytest.mark.timeout(BUILD_TIMEOUT_S + 60)  # the first test also waits for the build (~20 s)
+pytestmark = [
+    pytest.mark.timeout(BUILD_TIMEOUT_S + 60),  # the first test also waits for the build (~20 s)
+    # One worker runs this module under ``pytest -n --dist loadgroup`` (the others would wait for
+    # its build: see ``site``).
+    pytest.mark.xdist_group("docs_site"),
+]
 
 
 def _hook_module(name: str) -> ModuleType:
@@ -59,8 +65,30 @@ def _hook_module(name: str) -> ModuleType:
 
 @pytest.fixture(scope="session")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The site, built with ``mkdocs build --strict`` from this checkout (once per session)."""
-    out = tmp_path_factory.mktemp("site")
+    """The site, built with ``mkdocs build --strict`` from this checkout (once per session).
+
+    Under ``pytest -n`` the workers share one build: the first to need it builds it into the
+    session's temporary directory (which they all share), the others wait for it and read it.
+    """
+    if os.environ.get("PYTEST_XDIST_WORKER") is None:
+        out = tmp_path_factory.mktemp("site")
+        returncode, stderr = _build(out)
+    else:
+        shared = tmp_path_factory.getbasetemp().parent  # the session's, above each worker's own
+        out, done = shared / "docs-site", shared / "docs-site.json"
+        with (shared / "docs-site.lock").open("w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+            if not done.exists():
+                returncode, stderr = _build(out)
+                done.write_text(json.dumps([returncode, stderr]), encoding="utf-8")
+            returncode, stderr = json.loads(done.read_text(encoding="utf-8"))
+    if returncode != 0:
+        pytest.fail(f"mkdocs build --strict failed (exit {returncode}):\n{stderr[-4000:]}")
+    return out
+
+
+def _build(out: Path) -> tuple[int, str]:
+    """``mkdocs build --strict`` of this checkout into ``out``: its exit status and stderr."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLOWPLEX_")}
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     env["NO_MKDOCS_2_WARNING"] = "1"
@@ -70,9 +98,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
          "--site-dir", str(out)],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=BUILD_TIMEOUT_S, check=False,
     )
-    if result.returncode != 0:
-        pytest.fail(f"mkdocs build --strict failed (exit {result.returncode}):\n{result.stderr[-4000:]}")
-    return out
+    return result.returncode, result.stderr[-4000:]
 
 
 # -- the build ----------------------------------------------------------------------------------
@@ -251,16 +277,25 @@ def test_home_and_api_pages_render_with_no_console_error_and_no_outside_request(
             problems.append(f"outside request: {url}")
             route.abort()
 
-    def visit(context: Any, path: str) -> Any:
-        """A fresh page at ``path``, loaded until the network is idle; its problems are recorded."""
-        page = context.new_page()
-        seen: list[str] = []
-        page.on("console", lambda m: seen.append(f"{path}: console {m.type}: {m.text}") if m.type == "error" else None)
-        page.on("pageerror", lambda e: seen.append(f"{path}: page error: {e}"))
-        page.on("requestfailed", lambda r: seen.append(f"{path}: request failed: {r.url} ({r.failure})"))
-        page.goto(f"{served}/{path}", wait_until="networkidle")
-        problems.extend(seen)  # recorded before the page closes: closing may abort what is left
-        return page
+    def visit(context: Any, *paths: str) -> list[Any]:
+        """Fresh pages at ``paths``, loaded side by side until the network of each is idle; their
+        problems are recorded."""
+        pages = []
+        for path in paths:
+            page = context.new_page()
+            seen: list[str] = []
+            page.on("console",
+                    lambda m, path=path, seen=seen: seen.append(f"{path}: console {m.type}: {m.text}")
+                    if m.type == "error" else None)
+            page.on("pageerror", lambda e, path=path, seen=seen: seen.append(f"{path}: page error: {e}"))
+            page.on("requestfailed",
+                    lambda r, path=path, seen=seen: seen.append(f"{path}: request failed: {r.url} ({r.failure})"))
+            page.goto(f"{served}/{path}", wait_until="commit")  # the pages load at once: see below
+            pages.append((page, seen))
+        for page, seen in pages:
+            page.wait_for_load_state("networkidle")  # as goto(wait_until="networkidle") waits
+            problems.extend(seen)  # recorded before the page closes: closing may abort what is left
+        return [page for page, _ in pages]
 
     with sync_playwright() as pw:
         browser = pw.chromium.launch(
@@ -271,12 +306,11 @@ def test_home_and_api_pages_render_with_no_console_error_and_no_outside_request(
         try:
             context = browser.new_context()
             context.route("**/*", only_localhost)
-            home = visit(context, "index.html")
+            home, api = visit(context, "index.html", "reference/api/index.html")
             assert home.title().startswith("flowplex")
             assert home.locator("h1").first.inner_text().rstrip("¶") == "flowplex"
             assert home.locator("nav").count() > 0
             home.close()
-            api = visit(context, "reference/api/index.html")
             assert api.locator('[id="flowplex.Graph"]').count() == 1
             assert api.locator('[id="flowplex.Graph.from_yaml"]').count() == 1
             assert api.locator('[id="flowplex.kernel"]').count() == 1

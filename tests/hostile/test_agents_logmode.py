@@ -5,31 +5,65 @@ programs in their PTYs. A program that enters the alternate screen and never lea
 leaves it, ends or is killed there, has what it showed logged; an escape sequence whose end
 never comes (an OSC without its BEL, a DCS, endless CSI parameters) is cut after 4 KiB, counted,
 and the text after it is logged. One case runs the interactive panes in a real terminal.
+
+Cases of the same kind run as the agents of one CLI run (``batch``): each test reads its own
+agent's lines (every agent has its own PTY, screen and escape parser), and the run's summary
+counts are those of all the batch's agents.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 
+from flowplex.terminal._agentsfile import unique_names
+
 from ..terminal.test_interactive import Terminal, pane_lines
 from .conftest import CLI, Limited, run_limited
+
+# The batches run once per worker: keep the module on one.
+pytestmark = pytest.mark.xdist_group("hostile_agents_logmode")
 
 BOUND = 4096
 """The documented bound on an escape sequence (``flowplex.terminal._sanitize.MAX_SEQUENCE``)."""
 
 
 def agents(*scripts: str, stop_after_s: float | None = None) -> Limited:
-    """``flowplex agents --mode log`` running one ``python -c`` command per script."""
+    """``flowplex agents --mode log`` running one ``python -c`` command per script (its whole
+    log read back from a file: the launcher keeps only the end of a piped stdout)."""
     argv = [*CLI, "agents", "--mode", "log"]
     for script in scripts:
         argv += ["--", sys.executable, "-c", "import os, sys, time\nw = sys.stdout.buffer.write\n" + script]
-    return run_limited(argv, mem_mb=1024, timeout_s=30.0, stdout_path=None, stop_after_s=stop_after_s)
+    with tempfile.TemporaryDirectory(prefix="flowplex-logmode-") as tmp:
+        out = Path(tmp) / "log.txt"
+        run = run_limited(argv, mem_mb=1024, timeout_s=30.0, stdout_path=str(out), stop_after_s=stop_after_s)
+        return dataclasses.replace(run, stdout=out.read_text(encoding="utf-8", errors="replace"))
 
 
-def logged(run: Limited, name: str = "python") -> list[str]:
+def agent_names(count: int) -> list[str]:
+    """The log labels of ``count`` agents all running ``sys.executable``, in command-line order."""
+    return unique_names([Path(sys.executable).name] * count)
+
+
+def batch(cases: dict[str, str], case: str) -> tuple[Limited, str]:
+    """The run of all ``cases`` (id -> script) as the agents of one CLI run (made once), and the
+    log label of ``case``'s agent."""
+    run = _batch_run(tuple(cases.values()))
+    return run, agent_names(len(cases))[list(cases).index(case)]
+
+
+@functools.cache
+def _batch_run(scripts: tuple[str, ...]) -> Limited:
+    return agents(*scripts)
+
+
+def logged(run: Limited, name: str = agent_names(1)[0]) -> list[str]:
     """The lines of agent ``name``, without the label."""
     prefix = re.compile(rf"^{re.escape(name)}\s* \| ")
     return [prefix.sub("", line) for line in run.stdout.splitlines() if prefix.match(line)]
@@ -39,21 +73,30 @@ def summary(run: Limited) -> str:
     return next(line for line in run.stdout.splitlines() if line.startswith("flowplex agents: "))
 
 
+_MODES = ["?1049", "?1047", "?47", "?25;1049"]
+_FULL_SCREEN = {
+    "never leaves": "w(b'before\\n\\x1b[?1049h')\nfor i in range(60): w(b'line %d\\n' % i)",
+    **{f"leaves {mode}": f"w(b'\\x1b[{mode}h\\x1b[2J\\x1b[1;1Hmenu: quit\\x1b[10;5Hcursor-drawn body\\x1b[{mode}l')\n"
+                          "w(b'after\\n')" for mode in _MODES},
+    "repeatedly": "for i in range(5): w(b'\\x1b[?1049h\\x1b[Hvisit %d\\x1b[?1049lline %d\\n' % (i, i))",
+}
+"""Full-screen programs that exit by themselves (0): one batch."""
+
+
 def test_an_agent_that_enters_the_alternate_screen_and_never_leaves_has_every_line_logged() -> None:
-    run = agents("w(b'before\\n\\x1b[?1049h')\nfor i in range(60): w(b'line %d\\n' % i)")
+    run, name = batch(_FULL_SCREEN, "never leaves")
     assert not run.hung and run.rc == 0, run.stderr
-    lines = [line for line in logged(run) if line.startswith("line ")]
+    lines = [line for line in logged(run, name) if line.startswith("line ")]
     assert lines == [f"line {i}" for i in range(60)]  # 36 scrolled off the 24 rows, 24 left on them
-    assert logged(run)[0] == "before" and "── screen" in logged(run)
+    assert logged(run, name)[0] == "before" and "── screen" in logged(run, name)
     assert ", 0 dropped" in summary(run)
 
 
-@pytest.mark.parametrize("mode", ["?1049", "?1047", "?47", "?25;1049"])
+@pytest.mark.parametrize("mode", _MODES)
 def test_what_a_full_screen_program_leaves_on_screen_is_logged_when_it_leaves(mode: str) -> None:
-    run = agents(f"w(b'\\x1b[{mode}h\\x1b[2J\\x1b[1;1Hmenu: quit\\x1b[10;5Hcursor-drawn body\\x1b[{mode}l')\n"
-                 "w(b'after\\n')")
+    run, name = batch(_FULL_SCREEN, f"leaves {mode}")
     assert not run.hung and run.rc == 0, run.stderr
-    lines = logged(run)
+    lines = logged(run, name)
     start = lines.index("── screen")
     assert lines[start + 1 : start + 11] == ["menu: quit", *[""] * 8, "    cursor-drawn body"]
     assert lines[start + 11] == "after"
@@ -89,9 +132,9 @@ def test_each_settled_screen_is_logged_and_the_redraws_between_are_counted() -> 
 
 
 def test_the_alternate_screen_entered_and_left_repeatedly_logs_every_visit_in_order() -> None:
-    run = agents("for i in range(5): w(b'\\x1b[?1049h\\x1b[Hvisit %d\\x1b[?1049lline %d\\n' % (i, i))")
+    run, name = batch(_FULL_SCREEN, "repeatedly")
     assert not run.hung and run.rc == 0, run.stderr
-    body = [line for line in logged(run) if line.startswith(("visit", "line"))]
+    body = [line for line in logged(run, name) if line.startswith(("visit", "line"))]
     assert body == [x for i in range(5) for x in (f"visit {i}", f"line {i}")]
 
 
@@ -105,26 +148,33 @@ _UNTERMINATED = {
     "8-bit OSC as UTF-8": b"\xc2\x9d0;title",
     "OSC with UTF-8 inside": "\x1b]0;héllo 中文 ".encode(),
 }
+_CUT = {
+    **{case: f"w(b'first\\n' + {start!r})\nfor i in range(700): w(b'line %d\\n' % i)"
+       for case, start in _UNTERMINATED.items()},
+    "runaway CSI": "w(b'\\x1b[' + b'1;' * 2100 + b'after\\n')\nw(b'next line\\n')",
+}
+"""Programs whose one escape never ends: one batch, so one cut per agent."""
+_CUTS = f"{len(_CUT)} unterminated escapes cut"
 
 
-@pytest.mark.parametrize("start", list(_UNTERMINATED.values()), ids=list(_UNTERMINATED))
-def test_an_unterminated_escape_is_cut_and_the_text_after_it_is_logged(start: bytes) -> None:
-    run = agents(f"w(b'first\\n' + {start!r})\nfor i in range(700): w(b'line %d\\n' % i)")
+@pytest.mark.parametrize("case", list(_UNTERMINATED))
+def test_an_unterminated_escape_is_cut_and_the_text_after_it_is_logged(case: str) -> None:
+    run, name = batch(_CUT, case)
     assert not run.hung and run.rc == 0, run.stderr
-    lines = logged(run)
+    lines = logged(run, name)
     assert lines[0] == "first"
     numbers = [int(line[5:]) for line in lines if re.fullmatch(r"line \d+", line)]
     # Everything past the first 4 KiB is logged, in order, to the last line.
     assert numbers == list(range(numbers[0], 700)) and numbers[0] * 9 < BOUND
-    assert "1 unterminated escapes cut" in summary(run)
+    assert _CUTS in summary(run)  # each agent's escape, cut once
 
 
 def test_runaway_csi_parameters_are_cut_and_the_text_after_them_is_logged() -> None:
-    run = agents("w(b'\\x1b[' + b'1;' * 2100 + b'after\\n')\nw(b'next line\\n')")
+    run, name = batch(_CUT, "runaway CSI")
     assert not run.hung and run.rc == 0, run.stderr
-    lines = logged(run)
+    lines = logged(run, name)
     assert lines[0].endswith(";1;after") and lines[1] == "next line"
-    assert "1 unterminated escapes cut" in summary(run)
+    assert _CUTS in summary(run)
 
 
 def test_an_unterminated_osc_in_a_pane_does_not_swallow_the_rest() -> None:

@@ -74,6 +74,26 @@ class Terminal:
             time.sleep(0.05)
         raise AssertionError(f"timed out after {timeout} s; the screen was:\n{self.text()}")
 
+    def settle_keys(self) -> None:
+        """Wait until flowplex has acted on every key sent so far: keys are handled in order, so
+        once ``t`` (the ticker view) shows, those before it were handled; ``g`` goes back to the
+        grid. Outside typing mode only."""
+        self.send(b"t")
+        self.wait_for(lambda s: " · ticker · " in s.splitlines()[-1])
+        self.send(b"g")
+        self.wait_for(lambda s: " · grid · " in s.splitlines()[-1])
+
+    def wait_running(self, *argv: str, timeout: float = 10.0) -> None:
+        """Wait until a descendant of flowplex runs ``argv`` (it has exec'd: a shell's job is
+        then in the foreground, ready for the terminal's Ctrl-C or Ctrl-Z)."""
+        want = ("\0".join(argv) + "\0").encode()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if _descendant_running(self.proc.pid, want):
+                return
+            time.sleep(0.02)
+        raise AssertionError(f"no {argv} under flowplex after {timeout} s; the screen was:\n{self.text()}")
+
     def wait_exit(self, timeout: float = 15.0) -> int:
         deadline = time.monotonic() + timeout
         while self.proc.isalive() and time.monotonic() < deadline:
@@ -93,6 +113,32 @@ class Terminal:
         if self.proc.isalive():
             self.proc.terminate(force=True)
         self.thread.join(5)
+
+
+def _descendant_running(root: int, cmdline: bytes) -> bool:
+    """Whether a descendant of process ``root`` has the command line ``cmdline`` (NUL-separated)."""
+    parent: dict[int, int] = {}
+    matches: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_bytes()
+            line = (entry / "cmdline").read_bytes()
+        except OSError:  # ended meanwhile
+            continue
+        pid = int(entry.name)
+        parent[pid] = int(stat.rsplit(b")", 1)[1].split()[1])
+        if line == cmdline:
+            matches.append(pid)
+    for pid in matches:
+        seen: set[int] = set()
+        while pid > 1 and pid not in seen:
+            seen.add(pid)
+            pid = parent.get(pid, 0)
+            if pid == root:
+                return True
+    return False
 
 
 @pytest.fixture
@@ -135,7 +181,7 @@ def test_ctrl_c_in_typing_mode_interrupts_the_agent_not_flowplex(term: Callable[
     t.wait_for(lambda s: "$" in s or "#" in s)
     t.send(CTRL_A + b"sleep 30; echo slept\r")
     t.wait_for(lambda s: "sleep 30" in s)
-    time.sleep(0.3)
+    t.wait_running("sleep", "30")  # bash's foreground job now, not bash reading the line
     t.send(b"\x03")  # to bash's foreground job: sleep dies, bash stays
     t.send(b"echo alive-$((6*7))\r")
     t.wait_for(lambda s: "alive-42" in s)
@@ -411,7 +457,9 @@ def test_an_exited_agent_keeps_its_pane_until_closed(term: Callable[..., Termina
 
 
 def test_the_demo_layout_does_not_move_in_its_first_seconds(term: Callable[..., Terminal]) -> None:
-    t = term("--duration", "4", "--mode", "panes", command="demo", columns=160, rows=50)
+    # Long enough that it never ends by itself while watched (that it does end is test_commands'
+    # test_demo_in_tmux): `q` ends it once the layout was watched.
+    t = term("--duration", "30", "--mode", "panes", command="demo", columns=160, rows=50)
     t.wait_for(lambda s: "flowplex demo" in s.splitlines()[-1])
     seen: set[tuple[tuple[int, int, str], ...]] = set()
     deadline = time.monotonic() + 1.5
@@ -425,7 +473,9 @@ def test_the_demo_layout_does_not_move_in_its_first_seconds(term: Callable[..., 
     (places,) = seen
     assert [name for _, _, name in places] == ["1 planner", "2 coder", "3 reviewer", "4 tests", "5 monitor",
                                                "6 shell", "7 mallory"]
+    t.send(b"q")
     assert t.wait_exit(15) == 0
+    assert "flowplex demo: 7 agents" in t.output()
 
 
 def test_a_program_waiting_for_the_network_is_not_waiting_for_input(term: Callable[..., Terminal]) -> None:
@@ -438,8 +488,11 @@ def test_a_program_waiting_for_the_network_is_not_waiting_for_input(term: Callab
     t = term("--", sys.executable, "-c", select_wait, "--", sys.executable, "-c", event_loop,
              "--", sys.executable, "-q", "-i")
     t.wait_for(lambda s: "calling the API" in s and "streaming tokens" in s and ">>>" in s)
-    t.wait_for(lambda s: "3 python#3 · info · waiting" in s)  # the REPL's prompt: waiting
-    time.sleep(1.5)
+    # The REPL's prompt: waiting; the other two, quiet for a second (idle), have been polled
+    # past PROMPT_QUIET_S without being taken for waiting; two more polls (0.25 s each) agree.
+    t.wait_for(lambda s: "3 python#3 · info · waiting" in s and "1 python · info · idle" in s
+               and "2 python#2 · info · idle" in s)
+    time.sleep(0.6)
     screen = t.text()
     assert "1 python · info · idle" in screen, screen.splitlines()[0]
     assert "2 python#2 · info · idle" in screen, screen.splitlines()[0]
@@ -451,13 +504,12 @@ def test_a_program_waiting_for_the_network_is_not_waiting_for_input(term: Callab
 def test_another_typing_key_no_bell_and_ctrl_z(term: Callable[..., Terminal]) -> None:
     t = term("--typing-key", "ctrl-b", "--no-bell", "--", "bash", "--norc", "--noprofile", "-i")
     t.wait_for(lambda s: "waiting" in s.splitlines()[0])
-    time.sleep(0.5)
     t.send(b"\x01")  # Ctrl-a is an ordinary key now: not typing mode
-    time.sleep(0.3)
+    t.settle_keys()  # (in typing mode, `t` and `g` would have gone to bash: no ticker view)
     assert "TYPING" not in t.status()
     t.send(b"\x02sleep 30\r")
     t.wait_for(lambda s: "sleep 30" in s)
-    time.sleep(0.3)
+    t.wait_running("sleep", "30")  # bash's foreground job now, not bash reading the line
     t.send(b"\x1a")  # Ctrl-Z: bash's job control stops the sleep
     t.wait_for(lambda s: "Stopped" in s)
     t.send(b"jobs\r")
@@ -474,7 +526,7 @@ def test_another_typing_key_no_bell_and_ctrl_z(term: Callable[..., Terminal]) ->
 
 
 def test_the_bell_rings_once_per_wait(term: Callable[..., Terminal]) -> None:
-    code = "input('first? '); print('ok'); import time; time.sleep(1.5); input('second? ')"
+    code = "input('first? '); print('ok'); import time; time.sleep(1.0); input('second? ')"
     t = term("--", sys.executable, "-c", code)
     t.wait_for(lambda s: "waiting" in s.splitlines()[0])
     time.sleep(1.0)  # still waiting: no second bell
@@ -515,7 +567,7 @@ def test_a_paste_split_over_reads_stays_a_paste(term: Callable[..., Terminal]) -
     t.send(b"\x1b[200~" + b"x" * 5000)
     time.sleep(0.2)
     t.send(b"kq\x1b[201~")
-    time.sleep(0.5)
+    t.settle_keys()  # every key of the paste was handled (a `q` acted upon would have quit)
     assert t.proc.isalive()
     assert "killed" not in t.text().splitlines()[0] and "TYPING" not in t.status()
     # In typing mode it reaches the agent whole, however the reads cut it.
@@ -530,14 +582,14 @@ def test_a_paste_split_over_reads_stays_a_paste(term: Callable[..., Terminal]) -
 def test_closing_a_pane_calls_off_its_pending_restart(term: Callable[..., Terminal], tmp_path: Path) -> None:
     (tmp_path / "agents.yaml").write_text("""
 agents:
-  flaky: { cmd: "echo attempt; exit 1", restart: always, restart_delay_s: 2 }
+  flaky: { cmd: "echo attempt; exit 1", restart: always, restart_delay_s: 1.5 }
   steady: { cmd: "echo steady; sleep 60" }
 """)
     t = term("-f", str(tmp_path / "agents.yaml"))
     t.wait_for(lambda s: "exited (1)" in s and "steady" in s)
     t.send(b"x")  # close flaky while its restart waits
     t.wait_for(lambda s: "attempt" not in s)
-    time.sleep(3)  # past the restart delay: nothing comes back, nothing failed
+    time.sleep(2.5)  # a second past the restart delay: nothing comes back, nothing failed
     screen = t.text()
     assert "attempt" not in screen and "stderr" not in screen and "KeyError" not in screen
     assert "1 running" in screen.splitlines()[-1] or "1 idle" in screen.splitlines()[-1]

@@ -6,11 +6,14 @@ commands are plain ``sys.executable -c`` one-liners so that they start fast.
 
 from __future__ import annotations
 
+import array
+import fcntl
 import os
 import re
 import signal
 import subprocess
 import sys
+import termios
 import threading
 import time
 from pathlib import Path
@@ -205,7 +208,19 @@ def test_ctrl_c_while_blocked_on_a_full_pipe_ends_the_run(tmp_path: Path) -> Non
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     assert proc.stdout is not None
     proc.stdout.read(65536)
-    time.sleep(1.0)  # the pipe fills; everything upstream waits
+    # The pipe fills (then everything upstream waits): wait until it holds all it can (to a
+    # page: a write that does not fit the last page waits for a free one) and stops growing.
+    fd, capacity = proc.stdout.fileno(), fcntl.fcntl(proc.stdout.fileno(), fcntl.F_GETPIPE_SZ)
+    unread, before = array.array("i", [0]), -1
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        fcntl.ioctl(fd, termios.FIONREAD, unread)
+        if unread[0] >= capacity - 4096 and unread[0] == before:
+            break
+        before = unread[0]
+        time.sleep(0.1)
+    assert unread[0] >= capacity - 4096, f"the pipe never filled: {unread[0]} of {capacity} bytes"
+    time.sleep(0.2)
     proc.send_signal(signal.SIGINT)
     start = time.monotonic()
     _, err = proc.communicate(timeout=60)  # reading again lets the summary out
