@@ -61,6 +61,42 @@ def flowplex(*args: str | Path, cwd: Path, pythonpath: Path | None = None) -> su
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False)
 
 
+# Several ``flowplex`` commands in one interpreter (``python -P`` too), one after the other, each
+# as the console script runs it (``main()``; what it raises is what the process would exit with),
+# for a test whose commands import nothing that stays imported (a failed import leaves nothing in
+# ``sys.modules``): argv lists as JSON in ``argv[1]``; prints, as one JSON line, each command's exit
+# code and what it wrote. An exception other than ``SystemExit`` (which a process would die of) is
+# reported as such, matching no exit code.
+COMMANDS = """
+import contextlib, io, json, sys
+from flowplex.cli import main
+done = []
+for argv in json.loads(sys.argv.pop(1)):
+    sys.argv = ["flowplex", *argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        except BaseException as exc:
+            code = f"died of {exc!r}"
+    done.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+sys.stdout.write(json.dumps(done) + "\\n")
+"""
+
+
+def flowplex_commands(*commands: list[str | Path], cwd: Path) -> list[subprocess.CompletedProcess[str]]:
+    """Each of ``commands`` run in turn by one interpreter (``COMMANDS``), as if by ``flowplex``."""
+    argvs = [list(map(str, argv)) for argv in commands]
+    done = subprocess.run([sys.executable, "-P", "-c", COMMANDS, json.dumps(argvs)], capture_output=True, text=True,
+                          cwd=cwd, env=dict(os.environ), timeout=60, check=False)
+    assert done.returncode == 0 and done.stderr == "", done  # and nothing more said at exit
+    return [subprocess.CompletedProcess(["flowplex", *argv], r["returncode"], r["stdout"], r["stderr"])
+            for argv, r in zip(argvs, json.loads(done.stdout.splitlines()[-1]), strict=True)]
+
+
 def one_error_line(result: subprocess.CompletedProcess[str], pattern: str) -> None:
     """Exit code 2 and exactly one ``flowplex: error:`` line on stderr, matching ``pattern``."""
     assert result.returncode == 2, result.stderr
@@ -82,11 +118,11 @@ def test_import_a_module_from_the_current_directory(tmp_path: Path) -> None:
 def test_without_an_import_the_unknown_kernel_error_says_how(tmp_path: Path) -> None:
     kernels(tmp_path / "my_kernels.py", "CliMine")
     graph(tmp_path / "g.yaml", "CliMyne")
-    result = flowplex("run", "g.yaml", cwd=tmp_path)
+    # (the first imports nothing; the second imports the module last)
+    result, suggested = flowplex_commands(["run", "g.yaml"], ["run", "g.yaml", "--import", "my_kernels"], cwd=tmp_path)
     one_error_line(result, r"g\.yaml: nodes\[1\]\.kernel: kernel `CliMyne` not registered\. registered: \[.*\]; "
                            r"to use your own kernels, name their module or `\.py` file in the graph's `imports:` "
                            r"or with `--import` on the command line")
-    suggested = flowplex("run", "g.yaml", "--import", "my_kernels", cwd=tmp_path)
     assert "kernel `CliMyne` not registered; did you mean `CliMine`?" in suggested.stderr
 
 
@@ -194,8 +230,8 @@ def test_the_schema_has_imports(tmp_path: Path) -> None:
 
 def test_a_missing_module_from_the_command_line(tmp_path: Path) -> None:
     graph(tmp_path / "g.yaml", "X")
-    for command in ("run", "check", "dot"):
-        result = flowplex(command, "g.yaml", "--import", "mypkg.kernels", cwd=tmp_path)
+    commands = [[command, "g.yaml", "--import", "mypkg.kernels"] for command in ("run", "check", "dot")]
+    for result in flowplex_commands(*commands, cwd=tmp_path):
         one_error_line(result, r"--import mypkg\.kernels: cannot import module `mypkg\.kernels`: "
                                r"ModuleNotFoundError: No module named 'mypkg'")
 
@@ -203,9 +239,9 @@ def test_a_missing_module_from_the_command_line(tmp_path: Path) -> None:
 def test_a_module_that_raises_and_debug_shows_the_chained_cause(tmp_path: Path) -> None:
     write(tmp_path / "bad.py", "import flowplex\nraise RuntimeError('no camera attached')\n")
     graph(tmp_path / "g.yaml", "X")
-    result = flowplex("run", "g.yaml", "--import", "bad", cwd=tmp_path)
+    result, debug = flowplex_commands(["run", "g.yaml", "--import", "bad"],
+                                      ["--debug", "run", "g.yaml", "--import", "bad"], cwd=tmp_path)
     one_error_line(result, r"--import bad: cannot import module `bad`: RuntimeError: no camera attached")
-    debug = flowplex("--debug", "run", "g.yaml", "--import", "bad", cwd=tmp_path)
     assert debug.returncode == 2
     assert "RuntimeError: no camera attached" in debug.stderr
     assert "The above exception was the direct cause of the following exception" in debug.stderr
@@ -220,12 +256,11 @@ def test_a_missing_file_from_the_command_line(tmp_path: Path) -> None:
 
 def test_a_failing_yaml_import_names_the_file_and_the_yaml_path(tmp_path: Path) -> None:
     graph(tmp_path / "g.yaml", "X", "imports:\n  - json\n  - mypkg.kernels")
-    result = flowplex("run", "g.yaml", cwd=tmp_path)
-    one_error_line(result, r"g\.yaml:3: imports\[1\]: cannot import module `mypkg\.kernels`: "
-                           r"ModuleNotFoundError: No module named 'mypkg'")
     write(tmp_path / "raises.py", "raise ValueError('bad config')\n")
     graph(tmp_path / "h.yaml", "X", "imports: [raises.py]")
-    raised = flowplex("dot", "h.yaml", cwd=tmp_path)
+    result, raised = flowplex_commands(["run", "g.yaml"], ["dot", "h.yaml"], cwd=tmp_path)
+    one_error_line(result, r"g\.yaml:3: imports\[1\]: cannot import module `mypkg\.kernels`: "
+                           r"ModuleNotFoundError: No module named 'mypkg'")
     one_error_line(raised, r"h\.yaml:1: imports\[0\]: cannot import file `raises\.py`: ValueError: bad config")
 
 

@@ -49,6 +49,31 @@ class CliSlow(flowplex.Kernel):
 """
 
 
+# Several ``flowplex`` commands in one interpreter, one after the other, each as the console script
+# runs it (``main()``; what it raises is what the process would exit with), for a test that checks
+# a few commands that share nothing but the interpreter's start-up: argv lists as JSON in
+# ``argv[1]``; prints, as one JSON line, each command's exit code and what it wrote. An exception
+# other than ``SystemExit`` (which a process would die of) is reported as such, matching no code.
+COMMANDS = """
+import contextlib, io, json, sys
+from flowplex.cli import main
+done = []
+for argv in json.loads(sys.argv.pop(1)):
+    sys.argv = ["flowplex", *argv]
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main()
+            code = 0
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+        except BaseException as exc:
+            code = f"died of {exc!r}"
+    done.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
+sys.stdout.write(json.dumps(done) + "\\n")
+"""
+
+
 def command(*args: str, path: str = "") -> list[str]:
     return [sys.executable, "-c", MAIN, path, *args]
 
@@ -56,6 +81,15 @@ def command(*args: str, path: str = "") -> list[str]:
 def flowplex(*args: str, path: str = "", env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     return subprocess.run(command(*args, path=path), capture_output=True, text=True, cwd=ROOT, timeout=60,
                           check=False, env=env)
+
+
+def flowplex_commands(*commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
+    """Each of ``commands`` run in turn by one interpreter (``COMMANDS``), as if by ``flowplex``."""
+    done = subprocess.run([sys.executable, "-c", COMMANDS, json.dumps(commands)], capture_output=True, text=True,
+                          cwd=ROOT, timeout=60, check=False)
+    assert done.returncode == 0 and done.stderr == "", done  # and nothing more said at exit
+    return [subprocess.CompletedProcess(["flowplex", *argv], r["returncode"], r["stdout"], r["stderr"])
+            for argv, r in zip(commands, json.loads(done.stdout.splitlines()[-1]), strict=True)]
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -118,20 +152,19 @@ def spawn(argv: list[str]) -> Iterator[tuple[subprocess.Popen[str], Lines, Lines
 # -- --set ------------------------------------------------------------------------------------------
 
 def test_set_overrides_options_with_yaml_typed_values() -> None:
-    result = flowplex("run", HELLO, "--set", "count.count=3", "-s", "triple.factor=5")
+    result, typed = flowplex_commands(["run", HELLO, "--set", "count.count=3", "-s", "triple.factor=5"],
+                                      ["run", HELLO, "--set", "count.count=2", "--set", "triple.factor=5.0"])
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines() == ["tripled\tts=0\t0", "tripled\tts=1\t5", "tripled\tts=2\t10",
                                           "total\tts=PostStream\t15"]
-    typed = flowplex("run", HELLO, "--set", "count.count=2", "--set", "triple.factor=5.0")
     assert typed.stdout.splitlines()[1] == "tripled\tts=1\t1"  # a float factor is ignored by ScaleKernel
 
 
 def test_set_unknown_node_is_one_line_with_a_suggestion() -> None:
-    result = flowplex("run", HELLO, "--set", "tripel.factor=2")
+    result, malformed = flowplex_commands(["run", HELLO, "--set", "tripel.factor=2"], ["run", HELLO, "--set", "triple"])
     assert result.returncode == 2
     assert result.stderr == "flowplex: error: --set 'tripel.factor=2': no node named `tripel`; " \
                             "did you mean `triple`?\n"
-    malformed = flowplex("run", HELLO, "--set", "triple")
     assert malformed.returncode == 2 and "expected NODE.OPTION=VALUE" in malformed.stderr
 
 
@@ -176,9 +209,9 @@ def test_stats_dot_and_trace_files(tmp_path: Path) -> None:
 
 def test_dot_view_option_and_bad_view(tmp_path: Path) -> None:
     dot = tmp_path / "g.dot"
-    result = flowplex("run", HELLO, "--dot", str(dot), "--dot-view", "compact")
+    result, bad = flowplex_commands(["run", HELLO, "--dot", str(dot), "--dot-view", "compact"],
+                                    ["run", HELLO, "--dot", str(tmp_path / "bad.dot"), "--dot-view", "flat"])
     assert result.returncode == 0 and "ports:" not in dot.read_text() and "hotspots" in dot.read_text()
-    bad = flowplex("run", HELLO, "--dot", str(dot), "--dot-view", "flat")
     assert bad.returncode == 2 and bad.stderr.startswith("flowplex: error: --dot-view: to_dot: unknown view 'flat'")
 
 
@@ -199,12 +232,11 @@ nodes:
 output_ports: [y]
 """)
     dot = tmp_path / "after.dot"
-    result = flowplex("run", str(graph), "--dot", str(dot))
+    result, debug = flowplex_commands(["run", str(graph), "--dot", str(dot)], ["--debug", "run", str(graph)])
     assert result.returncode == 1
     assert result.stderr.startswith(f"flowplex: error: {graph}: kernel failed: [mux] ")
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "ERROR" in dot.read_text()  # artifacts are still written after a failure
-    debug = flowplex("--debug", "run", str(graph))
     assert debug.returncode == 1 and "Traceback" in debug.stderr
 
 
@@ -224,12 +256,11 @@ def test_unwritable_output_is_a_usage_error(tmp_path: Path) -> None:
 # -- flowplex dot ---------------------------------------------------------------------------------------
 
 def test_dot_command_prints_each_view() -> None:
-    topology = flowplex("dot", HELLO)
+    topology, compact, bad = flowplex_commands(["dot", HELLO], ["dot", HELLO, "--view", "compact", "--set",
+                                                                  "triple.factor=9"], ["dot", HELLO, "--view", "nope"])
     assert topology.returncode == 0 and topology.stdout.startswith("digraph lmflow {")
     assert "cap numbers=unbounded" in topology.stdout
-    compact = flowplex("dot", HELLO, "--view", "compact", "--set", "triple.factor=9")
     assert "@default\\nCREATED" in compact.stdout and "cluster_node_state_legend" in compact.stdout
-    bad = flowplex("dot", HELLO, "--view", "nope")
     assert bad.returncode == 2 and "unknown view 'nope'" in bad.stderr
 
 

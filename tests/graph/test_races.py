@@ -10,11 +10,16 @@ from __future__ import annotations
 import contextlib
 import sys
 import threading
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
+from types import FrameType
 
 import pytest
 
 import flowplex
+from flowplex.engine import _waiting
+
+TraceFunction = Callable[[FrameType, str, object], "TraceFunction | None"]
 
 
 @flowplex.kernel("RaceEven")
@@ -95,17 +100,71 @@ def _read_into(poller: flowplex.Poller, into: list[int]) -> None:
     into.extend(p.timestamp for p in poller)
 
 
+_FOUND_EMPTY = _waiting.Waits.try_next.__code__
+"""Where ``Poller.next`` finds the queue empty (``try_next`` returns None) and lets go of the
+lock before it looks at the queue and the close again: the race's window."""
+
+
+def _read_into_through_the_window(poller: flowplex.Poller, into: list[int], inside: threading.Event) -> None:
+    """``_read_into``, but the first time ``next()`` finds the queue empty this thread stays in
+    the window (``_FOUND_EMPTY``) until the poller is closed: whatever landed meanwhile landed
+    with the close, as the last call's packets did in one flood in about forty."""
+    def calls(frame: FrameType, event: str, arg: object) -> TraceFunction | None:
+        return returns if frame.f_code is _FOUND_EMPTY else None
+
+    def returns(frame: FrameType, event: str, arg: object) -> TraceFunction | None:
+        if event == "return" and arg is None and not inside.is_set():
+            inside.set()
+            deadline = time.monotonic() + 20
+            while not poller.closed and time.monotonic() < deadline:
+                time.sleep(0.001)
+        return returns
+
+    sys.settrace(calls)
+    try:
+        _read_into(poller, into)
+    finally:
+        sys.settrace(None)
+
+
 @pytest.mark.executors(
     "inline", "threads",
-    reason="the race is in the host's poller wait, the same on every kind: two kinds, many runs",
+    reason="the race is in the host's poller wait, the same on every kind: two kinds",
 )
 def test_a_waiting_reader_gets_the_packets_that_landed_with_the_close() -> None:
     # A regression test: a reader waiting on an empty poller once took "closed" for the end of
     # the stream without looking at the queue again, so the last call's packets, queued in the
     # same moment as the close, were never read (one flood in about forty, with a reader thread
     # per output contending for the GIL).
-    for _ in range(30):
+    #
+    # Left to chance, as below, a flood hit that window about once in 300 (measured with the fix
+    # reverted), so the window is also held open: each reader waits inside it until the close,
+    # while every packet lands (1800 of them: under the budget, so the sends need no reader).
+    # With the fix reverted every such run loses all of them.
+    text = BURST.replace("count: 8000", "count: 500")
+    for _ in range(3):
         got: dict[str, list[int]] = {"y": [], "s": []}
+        with flowplex.Graph.from_yaml(text) as g:
+            pollers = {port: g.add_poller(port) for port in got}
+            inside = {port: threading.Event() for port in got}
+            readers = [threading.Thread(target=_read_into_through_the_window,
+                                        args=(pollers[port], got[port], inside[port]), daemon=True) for port in got]
+            g.start()
+            for reader in readers:
+                reader.start()
+            for port, event in inside.items():
+                assert event.wait(20), f"the reader of `{port}` never found its poller empty inside next()"
+            for ts in range(3):
+                g.send("x", 0, ts=ts)
+            g.close_all_inputs()
+            for reader in readers:
+                reader.join(30)
+            assert not any(reader.is_alive() for reader in readers), "a poller reader did not finish"
+            g.wait_done(timeout=10)
+        assert (len(got["y"]), len(got["s"])) == (1500, 300)
+    # And the floods themselves, with the GIL changing hands often (a few: see above).
+    for _ in range(5):
+        got = {"y": [], "s": []}
         with flowplex.Graph.from_yaml(BURST) as g, _switching_often():
             pollers = {port: g.add_poller(port) for port in got}
 

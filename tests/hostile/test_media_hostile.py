@@ -372,16 +372,34 @@ def test_whole_sound_files_give_no_warning(sf: Any, tmp_path: Path, caplog: pyte
 # -- frames larger than max_frame_bytes -----------------------------------------------------------
 
 
+def _zeros_zlib(size: int, band: int = 1 << 20) -> bytes:
+    """The zlib stream of ``size`` zero bytes, made without compressing them all (768 MB take
+    seconds): a band of zeros ended by a full flush (byte-aligned, nothing refers back across
+    it) compresses to the same bytes each time, so it is compressed twice and repeated; the
+    Adler-32 of ``n`` zeros is ``(n mod 65521) << 16 | 1``."""
+    z = zlib.compressobj(9)
+    bands, rest = divmod(size, band)
+    zeros = b"\0" * band
+    parts = [z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)] if bands else []
+    if bands > 1:
+        parts.append((z.compress(zeros) + z.flush(zlib.Z_FULL_FLUSH)) * (bands - 1))
+    tail = z.compress(b"\0" * rest) + z.flush()
+    return b"".join(parts) + tail[:-4] + struct.pack(">I", (size % 65521) << 16 | 1)
+
+
 def _png(width: int, height: int) -> bytes:
     """A black RGB PNG of ``width`` x ``height``: a few hundred KB for 16000 x 16000."""
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    z = zlib.compressobj(9)
-    row = b"\0" * (1 + width * 3)
-    pixels = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    pixels = _zeros_zlib((1 + width * 3) * height)  # each row: filter byte 0, then black pixels
     return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
             + chunk(b"IDAT", pixels) + chunk(b"IEND", b""))
+
+
+def test_the_bombs_zlib_stream_inflates_to_its_zeros() -> None:
+    for size in (0, 5, (1 << 20) - 1, 1 << 20, 3 * (1 << 20) + 7):
+        assert zlib.decompress(_zeros_zlib(size)) == b"\0" * size, size  # (zlib checks the Adler-32 too)
 
 
 def test_a_small_png_declaring_16000x16000_fails_naming_max_frame_bytes(av: Any, tmp_path: Path) -> None:
