@@ -286,20 +286,22 @@ def test_metrics_are_served_while_running(tmp_path: Path) -> None:
     with spawn(command("run", str(graph), "--metrics-port", "0")) as (proc, _, err):
         url = err.wait_for(r"^flowplex: metrics on http://127\.0\.0\.1:\d+/metrics$").split()[-1]
 
-        def processed() -> float:
+        def scrape() -> tuple[float, str]:
             with urllib.request.urlopen(url, timeout=5) as response:
                 body = response.read().decode()
             match = re.search(r'^flowplex_node_processed_total\{kernel="ScaleKernel",node="dbl"\} (\S+)$', body,
                               re.MULTILINE)
             assert match, body
-            assert 'flowplex_graph_state{state="RUNNING"} 1.0' in body
-            return float(match.group(1))
+            return float(match.group(1)), body
 
-        first = processed()
+        # The server is up before the graph has started (its first scrape may still say so):
+        # the state is checked once the counter has moved.
+        first, _ = scrape()
         deadline = time.monotonic() + 10
-        while processed() <= first:
+        while (moved := scrape())[0] <= first:
             assert time.monotonic() < deadline, "the counter never moved"
             time.sleep(0.05)
+        assert 'flowplex_graph_state{state="RUNNING"} 1.0' in moved[1]
         proc.send_signal(signal.SIGINT)
         assert proc.wait(timeout=20) == 130
 
