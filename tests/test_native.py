@@ -113,23 +113,27 @@ def test_an_edited_source_replaces_its_stale_compiled_twin(tmp_path: Path) -> No
     assert "using the Python sources of the scheduler" in str(report["stderr"])
 
 
+# The kinds whose executors run the compiled modules' Python twins (inline, delegating) and the
+# thread pool. The loopback and the process pool run the same engine code through the seam's
+# codec, which is never compiled: the main run covers them, and here they would add about half a
+# minute each.
+SOURCE_KINDS = [kind for kind in EXECUTOR_KINDS if kind not in ("processes", "loopback")]
+
+
 @pytest.mark.skipif(not COMPILED_HERE, reason="the whole suite already runs on the Python sources")
-@pytest.mark.timeout(400)  # it runs the engine suites again (about a minute here, more on a busy machine)
+@pytest.mark.timeout(400)  # it runs the engine suites again (10 to 20 s here, more on a busy machine)
 @pytest.mark.parametrize(
-    "suites",
-    # In two parts (the graph suite is most of it), so that two test workers can share them.
-    [["tests/graph"], ["tests/engine", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"]],
-    ids=["graph", "engine-kernels-property-compat"],
+    ("suites", "kinds"),
+    # In parts of 10 to 20 s here (the graph suite, per kind, is most of it), so
+    # that the two test workers share them and none is left running alone at the end.
+    [*((["tests/graph"], [kind]) for kind in SOURCE_KINDS),
+     (["tests/engine", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"], SOURCE_KINDS)],
+    ids=[*(f"graph-{kind}" for kind in SOURCE_KINDS), "engine-kernels-property-compat"],
 )
-def test_engine_tests_pass_on_the_sources(suites: list[str]) -> None:
-    # The kinds whose executors run the compiled modules' Python twins (inline, delegating) and
-    # the thread pool. The loopback and the process pool run the same engine code through the
-    # seam's codec, which is never compiled: the main run covers them, and here they would add
-    # about half a minute each.
-    kinds = ",".join(kind for kind in EXECUTOR_KINDS if kind not in ("processes", "loopback"))
+def test_engine_tests_pass_on_the_sources(suites: list[str], kinds: list[str]) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-p", "no:randomly",
-         f"--executors={kinds}", *suites],
+         f"--executors={','.join(kinds)}", *suites],
         cwd=REPO, capture_output=True, text=True, timeout=380, env={**os.environ, "FLOWPLEX_PURE_PYTHON": "1"},
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
