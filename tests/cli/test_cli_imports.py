@@ -14,6 +14,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from .._cli import flowplex_commands as cli_commands
+
 KERNELS = """
 from pathlib import Path
 
@@ -61,40 +63,9 @@ def flowplex(*args: str | Path, cwd: Path, pythonpath: Path | None = None) -> su
     return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, env=env, timeout=60, check=False)
 
 
-# Several ``flowplex`` commands in one interpreter (``python -P`` too), one after the other, each
-# as the console script runs it (``main()``; what it raises is what the process would exit with),
-# for a test whose commands import nothing that stays imported (a failed import leaves nothing in
-# ``sys.modules``): argv lists as JSON in ``argv[1]``; prints, as one JSON line, each command's exit
-# code and what it wrote. An exception other than ``SystemExit`` (which a process would die of) is
-# reported as such, matching no exit code.
-COMMANDS = """
-import contextlib, io, json, sys
-from flowplex.cli import main
-done = []
-for argv in json.loads(sys.argv.pop(1)):
-    sys.argv = ["flowplex", *argv]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-        except BaseException as exc:
-            code = f"died of {exc!r}"
-    done.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
-sys.stdout.write(json.dumps(done) + "\\n")
-"""
-
-
 def flowplex_commands(*commands: list[str | Path], cwd: Path) -> list[subprocess.CompletedProcess[str]]:
-    """Each of ``commands`` run in turn by one interpreter (``COMMANDS``), as if by ``flowplex``."""
-    argvs = [list(map(str, argv)) for argv in commands]
-    done = subprocess.run([sys.executable, "-P", "-c", COMMANDS, json.dumps(argvs)], capture_output=True, text=True,
-                          cwd=cwd, env=dict(os.environ), timeout=60, check=False)
-    assert done.returncode == 0 and done.stderr == "", done  # and nothing more said at exit
-    return [subprocess.CompletedProcess(["flowplex", *argv], r["returncode"], r["stdout"], r["stderr"])
-            for argv, r in zip(argvs, json.loads(done.stdout.splitlines()[-1]), strict=True)]
+    """Each of ``commands`` run in turn by one interpreter (``python -P``), as if by ``flowplex``."""
+    return cli_commands(*commands, cwd=cwd, isolated=True)
 
 
 def one_error_line(result: subprocess.CompletedProcess[str], pattern: str) -> None:

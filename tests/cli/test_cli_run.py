@@ -25,6 +25,8 @@ from flowplex.cli import apply_overrides, parse_override
 from flowplex.config import load_yaml
 from flowplex.diagnostics import graphviz_available
 
+from .._cli import flowplex_commands as cli_commands
+
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = "examples/hello_world.yaml"
 NO_DOT = "Graphviz's `dot` is not installed (the DOT text is tested without it)"
@@ -49,31 +51,6 @@ class CliSlow(flowplex.Kernel):
 """
 
 
-# Several ``flowplex`` commands in one interpreter, one after the other, each as the console script
-# runs it (``main()``; what it raises is what the process would exit with), for a test that checks
-# a few commands that share nothing but the interpreter's start-up: argv lists as JSON in
-# ``argv[1]``; prints, as one JSON line, each command's exit code and what it wrote. An exception
-# other than ``SystemExit`` (which a process would die of) is reported as such, matching no code.
-COMMANDS = """
-import contextlib, io, json, sys
-from flowplex.cli import main
-done = []
-for argv in json.loads(sys.argv.pop(1)):
-    sys.argv = ["flowplex", *argv]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-        except BaseException as exc:
-            code = f"died of {exc!r}"
-    done.append({"returncode": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
-sys.stdout.write(json.dumps(done) + "\\n")
-"""
-
-
 def command(*args: str, path: str = "") -> list[str]:
     return [sys.executable, "-c", MAIN, path, *args]
 
@@ -84,12 +61,8 @@ def flowplex(*args: str, path: str = "", env: dict[str, str] | None = None) -> s
 
 
 def flowplex_commands(*commands: list[str]) -> list[subprocess.CompletedProcess[str]]:
-    """Each of ``commands`` run in turn by one interpreter (``COMMANDS``), as if by ``flowplex``."""
-    done = subprocess.run([sys.executable, "-c", COMMANDS, json.dumps(commands)], capture_output=True, text=True,
-                          cwd=ROOT, timeout=60, check=False)
-    assert done.returncode == 0 and done.stderr == "", done  # and nothing more said at exit
-    return [subprocess.CompletedProcess(["flowplex", *argv], r["returncode"], r["stdout"], r["stderr"])
-            for argv, r in zip(commands, json.loads(done.stdout.splitlines()[-1]), strict=True)]
+    """Each of ``commands`` run in turn by one interpreter, as if by ``flowplex`` (``tests/_cli``)."""
+    return cli_commands(*commands, cwd=ROOT)
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

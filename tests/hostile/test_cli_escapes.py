@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 from flowplex.terminal._sanitize import visible_controls
 
+from .._cli import flowplex_commands_bytes as cli_commands_bytes
 from ..agents.test_openai import Server, error
 from .conftest import CLI
 
@@ -37,47 +38,6 @@ def assert_clean(data: bytes, where: str) -> None:
 def flowplex(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run([*CLI, *args], capture_output=True, cwd=cwd, timeout=60, check=False,
                           stdin=subprocess.DEVNULL)
-
-
-# Several ``flowplex`` commands in one interpreter, one after the other, each as the console script
-# runs it (``main()``; what it raises is what the process would exit with), for a test of commands
-# that write through ``sys.stdout`` and ``sys.stderr`` and share nothing but the start-up: argv
-# lists as JSON in ``argv[1]``; prints, as one JSON line, each command's exit code and the bytes it
-# wrote, encoded as this process's own streams encode (a write they refuse is a crash here too).
-# An exception other than ``SystemExit`` (which a process would die of) is reported as such.
-_COMMANDS = r"""
-import contextlib, io, json, sys
-from flowplex.cli import main
-done = []
-for argv in json.loads(sys.argv.pop(1)):
-    sys.argv = ["flowplex", *argv]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-        except BaseException as exc:
-            code = f"died of {exc!r}"
-    try:
-        raw = [text.getvalue().encode(stream.encoding, stream.errors).decode("latin-1")
-               for text, stream in ((out, sys.stdout), (err, sys.stderr))]
-    except UnicodeEncodeError as exc:
-        code, raw = f"died of {exc!r}", ["", ""]
-    done.append({"returncode": code, "stdout": raw[0], "stderr": raw[1]})
-sys.stdout.write(json.dumps(done) + "\n")
-"""
-
-
-def flowplex_commands(*commands: list[str], cwd: Path) -> list[subprocess.CompletedProcess[bytes]]:
-    """Each of ``commands`` run in turn by one interpreter (``_COMMANDS``), as if by ``flowplex``."""
-    done = subprocess.run([*CLI[:2], _COMMANDS, json.dumps(commands)], capture_output=True, cwd=cwd, timeout=60,
-                          check=False, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0 and done.stderr == b"", done  # and nothing more said at exit
-    return [subprocess.CompletedProcess(["flowplex", *argv], r["returncode"], r["stdout"].encode("latin-1"),
-                                        r["stderr"].encode("latin-1"))
-            for argv, r in zip(commands, json.loads(done.stdout.splitlines()[-1]), strict=True)]
 
 
 def printf_graph(tmp_path: Path) -> Path:
@@ -130,7 +90,7 @@ def test_check_and_run_show_escapes_in_node_names(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text(json.dumps(bad))
     commands = (["check", "good.yaml"], ["check", "bad.yaml"], ["run", "bad.yaml"], ["run", "good.yaml", "--stats"],
                 ["dot", "good.yaml"])
-    for args, proc in zip(commands, flowplex_commands(*commands, cwd=tmp_path), strict=True):
+    for args, proc in zip(commands, cli_commands_bytes(*commands, cwd=tmp_path), strict=True):
         assert_clean(proc.stdout, f"{args} stdout")
         assert_clean(proc.stderr, f"{args} stderr")
         assert b"\\x1b]0;PWNED" in proc.stdout + proc.stderr, (args, proc.stdout, proc.stderr)

@@ -13,12 +13,12 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from .._cli import flowplex_commands as cli_commands
 from .conftest import CLI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,46 +41,9 @@ def _env() -> dict[str, str]:
     return env
 
 
-# Runs several ``flowplex`` commands in one interpreter, one after the other, each as the console
-# script would (``main()``; what it raises is what the process would exit with): argv lists as
-# JSON in ``argv[1]``; prints, as one JSON line, each command's exit code and what it wrote. A
-# failed import leaves nothing behind (the module is dropped from ``sys.modules``), so each command
-# runs the module again, as a fresh process would; an exception other than ``SystemExit`` (which a
-# process would die of, traceback and all) is reported as such and matches no expected code.
-_COMMANDS = r"""
-import contextlib, io, json, sys
-from flowplex.cli import main
-done = []
-for argv in json.loads(sys.argv.pop(1)):
-    sys.argv = ["flowplex", *argv]
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            main()
-            code = 0
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-        except BaseException as exc:
-            code = f"died of {exc!r}"
-    done.append({"rc": code, "stdout": out.getvalue(), "stderr": err.getvalue()})
-sys.stdout.write(json.dumps(done) + "\n")
-"""
-
-
 def _cli(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, cwd=cwd, env=_env(), timeout=60,
                           check=False, stdin=subprocess.DEVNULL)
-
-
-def _cli_commands(cwd: Path, *commands: list[str]) -> list[dict[str, object]]:
-    """Each command's ``rc``, ``stdout`` and ``stderr``, from one interpreter (``_COMMANDS``)."""
-    import json
-
-    done = subprocess.run([sys.executable, "-c", _COMMANDS, json.dumps(commands)], capture_output=True, text=True,
-                          cwd=cwd, env=_env(), timeout=60, check=False, stdin=subprocess.DEVNULL)
-    assert done.returncode == 0 and done.stderr == "", done  # and nothing more said at exit
-    results: list[dict[str, object]] = json.loads(done.stdout.splitlines()[-1])
-    return results
 
 
 @pytest.mark.parametrize("raised", sorted(RAISES))
@@ -91,19 +54,19 @@ def test_a_module_that_exits_or_interrupts_at_import_fails_run_and_check_with_on
     (tmp_path / "quits.py").write_text(body)
     target, kind = ("quits.py", "file") if by == "file" else ("quits", "module")
     (tmp_path / "g.yaml").write_text(GRAPH.format(imports=f"imports: [{target}]\n"))
-    # Four commands, one interpreter: each imports the module afresh (see ``_COMMANDS``).
-    run, check, *flags = _cli_commands(tmp_path, ["run", "g.yaml"], ["check", "g.yaml"],
-                                       ["run", "--import", target, "g.yaml"], ["check", "--import", target, "g.yaml"])
-    assert run["rc"] == 2, run
+    # Four commands, one interpreter: each imports the module afresh (see ``tests/_cli``).
+    run, check, *flags = cli_commands(["run", "g.yaml"], ["check", "g.yaml"], ["run", "--import", target, "g.yaml"],
+                                      ["check", "--import", target, "g.yaml"], cwd=tmp_path, env=_env())
+    assert run.returncode == 2, run
     assert re.fullmatch(rf"flowplex: error: g\.yaml:1: imports\[0\]: cannot import {kind} `{target}`: {shown}\n",
-                        str(run["stderr"])), run["stderr"]
-    assert check["rc"] == 1, check  # a failing imports: entry is a finding of check (exit 1)
+                        run.stderr), run.stderr
+    assert check.returncode == 1, check  # a failing imports: entry is a finding of check (exit 1)
     assert re.fullmatch(rf"check-config: g\.yaml:1: imports\[0\]: cannot import {kind} `{target}`: {shown}\n",
-                        str(check["stderr"])), check["stderr"]
+                        check.stderr), check.stderr
     for flag in flags:
-        assert flag["rc"] == 2, flag
+        assert flag.returncode == 2, flag
         assert re.fullmatch(rf"flowplex: error: --import {target}: cannot import {kind} `{target}`: {shown}\n",
-                            str(flag["stderr"])), flag["stderr"]
+                            flag.stderr), flag.stderr
 
 
 def _special(tmp_path: Path, what: str) -> tuple[str, str]:
