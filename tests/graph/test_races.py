@@ -127,6 +127,17 @@ def _read_into_through_the_window(poller: flowplex.Poller, into: list[int], insi
         sys.settrace(None)
 
 
+def _burst_and_finish(g: flowplex.Graph, readers: list[threading.Thread]) -> None:
+    """Send BURST's three inputs, close them, and wait for the readers and the graph to finish."""
+    for ts in range(3):
+        g.send("x", 0, ts=ts)
+    g.close_all_inputs()
+    for reader in readers:
+        reader.join(30)
+    assert not any(reader.is_alive() for reader in readers), "a poller reader did not finish"
+    g.wait_done(timeout=10)
+
+
 @pytest.mark.executors(
     "inline", "threads",
     reason="the race is in the host's poller wait, the same on every kind: two kinds",
@@ -154,13 +165,7 @@ def test_a_waiting_reader_gets_the_packets_that_landed_with_the_close() -> None:
                 reader.start()
             for port, event in inside.items():
                 assert event.wait(20), f"the reader of `{port}` never found its poller empty inside next()"
-            for ts in range(3):
-                g.send("x", 0, ts=ts)
-            g.close_all_inputs()
-            for reader in readers:
-                reader.join(30)
-            assert not any(reader.is_alive() for reader in readers), "a poller reader did not finish"
-            g.wait_done(timeout=10)
+            _burst_and_finish(g, readers)
         assert (len(got["y"]), len(got["s"])) == (1500, 300)
     # And the floods themselves, with the GIL changing hands often (a few: see above).
     for _ in range(5):
@@ -172,12 +177,6 @@ def test_a_waiting_reader_gets_the_packets_that_landed_with_the_close() -> None:
             g.start()
             for reader in readers:
                 reader.start()
-            for ts in range(3):
-                g.send("x", 0, ts=ts)
-            g.close_all_inputs()
-            for reader in readers:
-                reader.join(30)
-            assert not any(reader.is_alive() for reader in readers), "a poller reader did not finish"
-            g.wait_done(timeout=10)
+            _burst_and_finish(g, readers)
         assert len(got["y"]) == 24000
         assert len(got["s"]) == 4800
