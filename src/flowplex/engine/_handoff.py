@@ -22,14 +22,14 @@ if TYPE_CHECKING:
     from ..executors._protocol import Task
     from ..kernels._context import Context
 
+__all__ = ["HANDOFF", "Handoff"]
+
 
 class _Owner(Protocol):
     """The node a claimed context belongs to (``_nodes.Node``), as far as the hand-off reads it."""
 
     @property
     def executor(self) -> Executor: ...
-
-__all__ = ["HANDOFF", "Handoff"]
 
 
 @final
