@@ -67,29 +67,14 @@ class Claims:
         port = node.fast1
         if port is not None:
             # Fast path (most nodes): one forward input, single-packet policy, one invocation
-            # at a time. Same effect as ``claim``, without the general bookkeeping.
-            q = port.queue
-            if node.in_flight or not q:
+            # at a time: ``claim``'s first branch, without the loop and the in-flight count.
+            if node.in_flight or not port.queue:
                 return
-            p = q.popleft()
-            self.budget.take_one(p)
-            ts = p._ts
-            ctx = node.contexts.pop()
-            ctx.ts = ts
-            ctx.phase = PHASE_PROCESS
-            ctx.in_packets[0] = p
-            b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
-            if b > port.bound:
-                port.bound = b
-            if port.closed and not q:
-                ctx.in_done = [True]
-            node.packets_in += 1
+            ctx = self._take_single(node, port)
             ctx.seq = node.seq
             node.seq += 1
             node.in_flight = 1
             self.status.busy += 1
-            if port.capacity and self.blocking.blocked:
-                self.blocking.retry_later(port)
             self.submit(node, ctx)
             return
         # Finished-but-unflushed invocations still hold their contexts (claim-order flushing).
@@ -104,25 +89,9 @@ class Claims:
         port = node.fast_port
         if port is not None:
             # One forward input, single-packet policy (most nodes).
-            q = port.queue
-            if not q:
+            if not port.queue:
                 return None
-            p = q.popleft()
-            self.budget.take_one(p)
-            ts = p._ts
-            ctx = node.contexts.pop()
-            ctx.ts = ts
-            ctx.phase = PHASE_PROCESS
-            ctx.in_packets[port.index] = p
-            b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
-            if b > port.bound:
-                port.bound = b
-            if port.closed and not q:
-                ctx.in_done = [False] * len(node.inputs)
-                ctx.in_done[port.index] = True
-            node.packets_in += 1
-            if port.capacity and self.blocking.blocked:
-                self.blocking.retry_later(port)
+            ctx = self._take_single(node, port)
         elif node.is_source:
             if node.source_done or node.waiting:
                 return None
@@ -139,6 +108,29 @@ class Claims:
         node.seq += 1
         node.in_flight += 1
         self.status.busy += 1
+        return ctx
+
+    def _take_single(self, node: Node, port: InPort) -> Context:
+        """Take the head of ``port``'s queue (not empty) into a free context: the one step of a
+        single-packet claim (budget, bound, done flag, the retry of a blocked producer)."""
+        q = port.queue
+        p = q.popleft()
+        self.budget.take_one(p)
+        ts = p._ts
+        ctx = node.contexts.pop()
+        ctx.ts = ts
+        ctx.phase = PHASE_PROCESS
+        ctx.in_packets[port.index] = p
+        b = ts + 1 if TS_MIN <= ts < TS_MAX else next_allowed(ts)
+        if b > port.bound:
+            port.bound = b
+        if port.closed and not q:
+            done = [False] * len(node.inputs)
+            done[port.index] = True
+            ctx.in_done = done
+        node.packets_in += 1
+        if port.capacity and self.blocking.blocked:
+            self.blocking.retry_later(port)
         return ctx
 
     def _claim_batch(self, node: Node) -> Context | None:
