@@ -27,7 +27,10 @@ from flowplex.errors import KernelError, UsageError
 from flowplex.executors._invocation import Invocation, NodeRecipe, Outcome
 from flowplex.executors.hosted._codec import (
     ALIGN,
+    INLINE,
     MAGIC,
+    SHARED,
+    Buffer,
     Encoded,
     decode,
     decode_invocation,
@@ -35,7 +38,9 @@ from flowplex.executors.hosted._codec import (
     encode,
     encode_invocation,
     encode_outcome,
+    frame_flags,
     from_frame,
+    pack_frame,
     to_frame,
 )
 from flowplex.kernels._context import PHASE_CLOSE, PHASE_OPEN, PHASE_PROCESS
@@ -428,8 +433,10 @@ def _raises(fn: object, pattern: str) -> UsageError:
     (b"", r"^from_frame: truncated frame: 0 bytes, shorter than the 20-byte prefix$"),
     (b"FPX", r"truncated frame: 3 bytes"),
     (b"GIF89a" + bytes(30), r"^from_frame: not a flowplex frame: it starts with b'GIF8', expected b'FPXC'$"),
-    (b"FPXC\x02" + bytes(15), r"^from_frame: frame version 2; this flowplex reads version 1$"),
-    (b"FPXC\x01" + bytes(3) + struct.pack("<IQ", 1000, 0), r"announces 1000 buffer\(s\) and a 0-byte header"),
+    (b"FPXC\x01" + bytes(15), r"^from_frame: frame version 1; this flowplex reads version 2$"),
+    (b"FPXC\x02" + bytes(3) + struct.pack("<IQ", 1000, 0), r"announces 1000 buffer\(s\) and a 0-byte header"),
+    (b"FPXC\x02" + bytes(3) + struct.pack("<IQ", 1, 0) + struct.pack("<QQQ", 7, 0, 0),
+     r"^from_frame: buffer 0 has kind 7; a frame's buffers are inline \(0\) or shared \(1\)$"),
 ])
 def test_malformed_frames_are_named(data: bytes, pattern: str) -> None:
     _raises(lambda: from_frame(data), pattern)
@@ -444,13 +451,46 @@ def test_bytes_after_the_last_buffer_are_an_error() -> None:
     _raises(lambda: from_frame(_frame() + b"\0\0"), r"^from_frame: 2 byte\(s\) after the last buffer of the frame$")
 
 
+def test_a_frame_that_refers_to_shared_memory_needs_its_reader() -> None:
+    # The pool's arena frames use the same layout; without the arena they cannot be read.
+    frame = pack_frame(b"", [(SHARED, 4096, 100)], [])
+    _raises(lambda: from_frame(frame), r"^from_frame: 1 buffer\(s\) of the frame are in a process pool's shared memory")
+    memory = bytearray(range(256)) * 20
+    seen: list[list[tuple[int, int]]] = []
+
+    def adopt(refs: list[tuple[int, int]]) -> list[Buffer]:
+        seen.append(refs)
+        return [memoryview(memory)[offset:offset + n] for offset, n in refs]
+
+    encoded = encode(Packet.from_numpy(np.arange(600, dtype=np.uint8), 1))
+    raw = pickle.PickleBuffer(encoded.buffers[0]).raw()
+    memory[4096:4096 + raw.nbytes] = raw
+    small = memoryview(b"abc")
+    frame = pack_frame(encoded.header, [(SHARED, 4096, raw.nbytes), (INLINE, 3, 0)], [small], flags=5)
+    assert frame_flags(frame) == 5
+    back = from_frame(frame, adopt)
+    assert seen == [[(4096, raw.nbytes)]]
+    assert bytes(back.buffers[0]) == bytes(raw) and bytes(back.buffers[1]) == b"abc"
+
+
+def test_writable_gives_inline_buffers_their_own_memory() -> None:
+    frame = _frame()
+    read_only = from_frame(frame)
+    assert memoryview(read_only.buffers[0]).readonly
+    own = from_frame(frame, writable=True)
+    view = memoryview(own.buffers[0])
+    assert not view.readonly
+    view[0] = 99
+    assert from_frame(frame).buffers[0][0] != 99  # the frame itself is untouched
+
+
 def test_from_frame_needs_bytes() -> None:
     _raises(lambda: from_frame(12), r"^from_frame: expected bytes, got int")  # type: ignore[arg-type]
 
 
 def test_a_garbled_header_is_named() -> None:
     frame = bytearray(_frame())
-    start = 20 + 8  # the prefix, one buffer length
+    start = 20 + 24  # the prefix, one buffer reference
     frame[start + 2:start + 40] = b"\xff" * 38
     _raises(lambda: decode(from_frame(bytes(frame))), r"^decode: the header is not an encoded message \(\w+: ")
     _raises(lambda: decode(Encoded(b"not a pickle", [])), r"^decode: the header is not an encoded message")

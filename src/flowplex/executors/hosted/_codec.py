@@ -42,7 +42,9 @@ __all__ = [
     "encode",
     "encode_invocation",
     "encode_outcome",
+    "frame_flags",
     "from_frame",
+    "pack_frame",
     "to_frame",
 ]
 
@@ -50,14 +52,15 @@ PROTOCOL: Final = 5
 """The pickle protocol: the first with out-of-band buffers (PEP 574)."""
 MAGIC: Final = b"FPXC"
 """The first four bytes of every frame."""
-VERSION: Final = 1
-"""The frame layout version ``from_frame`` reads."""
+VERSION: Final = 2
+"""The frame layout version ``from_frame`` reads (2: one layout for pipes and the arena)."""
 ALIGN: Final = 64
 """Each buffer starts at a multiple of this offset in a frame (a cache line; any dtype fits)."""
 
-_PREFIX: Final = struct.Struct("<4sB3xIQ")
-"""magic, version, buffer count, header length; then one u64 length per buffer."""
-_LENGTH: Final = struct.Struct("<Q")
+_PREFIX: Final = struct.Struct("<4sBB2xIQ")
+"""magic, version, flags, buffer count, header length; then one ``_REF`` per buffer."""
+_REF: Final = struct.Struct("<QQQ")
+"""One buffer's reference: its kind (``INLINE``, ``SHARED``) and two values."""
 _ZEROS: Final = bytes(ALIGN)
 
 Buffer: TypeAlias = memoryview | pickle.PickleBuffer
@@ -203,19 +206,43 @@ def _unpickle_exception(blob: bytes) -> BaseException | None:
 
 
 # -- frames ---------------------------------------------------------------------------------------
+#
+# The one frame layout, for a pipe (``to_frame``) and for the process pool's arena
+# (``processes._transfer``): ``MAGIC``, version (u8), flags (u8, the transport's), 2 zero bytes,
+# buffer count (u32), header length (u64); per buffer a reference of three u64, its kind and two
+# values (``INLINE``: its length, 0; ``SHARED``: its offset in the transport's shared memory,
+# its length); the header; then each inline buffer, starting at a multiple of ``ALIGN``.
+
+INLINE: Final = 0
+"""A buffer that travels inside the frame."""
+SHARED: Final = 1
+"""A buffer that stays in the transport's shared memory; the frame holds its offset."""
+FLAGS_AT: Final = 5
+"""The offset of the flags byte, which a receiver may read before decoding (``frame_flags``)."""
+
+Adopt: TypeAlias = Callable[[list[tuple[int, int]]], list[Buffer]]
+"""A transport's reader of ``SHARED`` buffers: their (offset, length) pairs to views, in order."""
 
 
-def to_frame(encoded: Encoded) -> bytes:
-    """One blob for a pipe: a prefix with the lengths, the header, then each buffer, aligned.
-
-    Layout: ``MAGIC``, version (u8), 3 zero bytes, buffer count (u32), header length (u64), one
-    u64 length per buffer, the header; then each buffer, starting at a multiple of ``ALIGN``.
-    Copies every buffer once (a pipe needs the bytes in one place).
-    """
+def to_frame(encoded: Encoded, flags: int = 0) -> bytes:
+    """One blob for a pipe: every buffer inline. Copies every buffer once (a pipe needs the
+    bytes in one place)."""
     raws = [pickle.PickleBuffer(b).raw() for b in encoded.buffers]
-    head = [_PREFIX.pack(MAGIC, VERSION, len(raws), len(encoded.header)),
-            *(_LENGTH.pack(raw.nbytes) for raw in raws), encoded.header]
-    return join_aligned(head, raws)
+    return pack_frame(encoded.header, [(INLINE, raw.nbytes, 0) for raw in raws], raws, flags)
+
+
+def pack_frame(header: bytes, refs: list[tuple[int, int, int]], inline: list[memoryview],
+               flags: int = 0) -> bytes:
+    """A frame of ``header`` and one reference per buffer; ``inline`` holds the bytes of the
+    ``INLINE`` ones, in order."""
+    head = [_PREFIX.pack(MAGIC, VERSION, flags, len(refs), len(header)),
+            *(_REF.pack(*ref) for ref in refs), header]
+    return join_aligned(head, inline)
+
+
+def frame_flags(frame: bytes | memoryview) -> int:
+    """The transport's flags of ``frame`` (0 when it is too short to have any)."""
+    return frame[FLAGS_AT] if len(frame) > FLAGS_AT else 0
 
 
 def join_aligned(head: list[bytes], buffers: list[memoryview]) -> bytes:
@@ -231,40 +258,34 @@ def join_aligned(head: list[bytes], buffers: list[memoryview]) -> bytes:
     return b"".join(parts)
 
 
-def from_frame(frame: bytes | bytearray | memoryview) -> Encoded:
-    """The ``Encoded`` message in a ``to_frame`` blob; its buffers are slices of ``frame`` (no copy).
+def from_frame(frame: bytes | bytearray | memoryview, adopt: Adopt | None = None, *,
+               writable: bool = False) -> Encoded:
+    """The ``Encoded`` message in a frame; its inline buffers are slices of ``frame`` (no copy),
+    or of one writable copy of it with ``writable`` (when it has any), its ``SHARED`` ones what
+    ``adopt`` makes of them.
 
     Raises:
-        UsageError: ``frame`` is not a frame of this version, is truncated or has bytes left over.
+        UsageError: ``frame`` is not a frame of this version, is truncated, has bytes left over,
+            or refers to shared memory and no ``adopt`` was given.
     """
-    try:
-        view = memoryview(frame)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-    except TypeError as exc:
-        msg = f"from_frame: expected bytes, got {type(frame).__name__} ({exc})"
-        raise UsageError(msg) from None
-    size = view.nbytes
-    if size < _PREFIX.size:
-        msg = f"from_frame: truncated frame: {size} bytes, shorter than the {_PREFIX.size}-byte prefix"
-        raise UsageError(msg)
-    magic, version, count, header_len = _PREFIX.unpack_from(view)
-    if magic != MAGIC:
-        msg = f"from_frame: not a flowplex frame: it starts with {bytes(magic)!r}, expected {MAGIC!r}"
-        raise UsageError(msg)
-    if version != VERSION:
-        msg = f"from_frame: frame version {version}; this flowplex reads version {VERSION}"
-        raise UsageError(msg)
-    offset = _PREFIX.size + _LENGTH.size * count
-    if offset + header_len > size:
-        msg = (f"from_frame: truncated frame: {size} bytes, but its prefix announces {count} buffer(s) "
-               f"and a {header_len}-byte header")
-        raise UsageError(msg)
-    lengths = [n for (n,) in _LENGTH.iter_unpack(view[_PREFIX.size:offset])]
+    view = _byte_view(frame)
+    header_len, specs, offset = _read_prefix(view)
     header = bytes(view[offset:offset + header_len])
     offset += header_len
+    if writable and any(kind == INLINE for kind, _, _ in specs):
+        view = memoryview(bytearray(view))
+    shared_refs = [(a, b) for kind, a, b in specs if kind == SHARED]
+    if shared_refs and adopt is None:
+        msg = (f"from_frame: {len(shared_refs)} buffer(s) of the frame are in a process pool's shared "
+               "memory; only that pool can read it")
+        raise UsageError(msg)
+    shared = iter(adopt(shared_refs) if adopt is not None and shared_refs else ())
     buffers: list[Buffer] = []
-    for n in lengths:
+    size = view.nbytes
+    for kind, n, _ in specs:
+        if kind == SHARED:
+            buffers.append(next(shared))
+            continue
         offset += -offset % ALIGN
         if offset + n > size:
             msg = (f"from_frame: truncated frame: {size} bytes, but buffer {len(buffers)} ends at byte "
@@ -276,6 +297,43 @@ def from_frame(frame: bytes | bytearray | memoryview) -> Encoded:
         msg = f"from_frame: {size - offset} byte(s) after the last buffer of the frame"
         raise UsageError(msg)
     return Encoded(header, buffers)
+
+
+def _byte_view(frame: bytes | bytearray | memoryview) -> memoryview:
+    try:
+        view = memoryview(frame)
+        if view.format != "B" or view.ndim != 1:
+            view = view.cast("B")
+    except TypeError as exc:
+        msg = f"from_frame: expected bytes, got {type(frame).__name__} ({exc})"
+        raise UsageError(msg) from None
+    return view
+
+
+def _read_prefix(view: memoryview) -> tuple[int, list[tuple[int, int, int]], int]:
+    """The header length, the buffer references and the header's offset of a frame."""
+    size = view.nbytes
+    if size < _PREFIX.size:
+        msg = f"from_frame: truncated frame: {size} bytes, shorter than the {_PREFIX.size}-byte prefix"
+        raise UsageError(msg)
+    magic, version, _, count, header_len = _PREFIX.unpack_from(view)
+    if magic != MAGIC:
+        msg = f"from_frame: not a flowplex frame: it starts with {bytes(magic)!r}, expected {MAGIC!r}"
+        raise UsageError(msg)
+    if version != VERSION:
+        msg = f"from_frame: frame version {version}; this flowplex reads version {VERSION}"
+        raise UsageError(msg)
+    offset = _PREFIX.size + _REF.size * count
+    if offset + header_len > size:
+        msg = (f"from_frame: truncated frame: {size} bytes, but its prefix announces {count} buffer(s) "
+               f"and a {header_len}-byte header")
+        raise UsageError(msg)
+    specs = list(_REF.iter_unpack(view[_PREFIX.size:offset]))
+    for i, (kind, _, _) in enumerate(specs):
+        if kind not in (INLINE, SHARED):
+            msg = f"from_frame: buffer {i} has kind {kind}; a frame's buffers are inline (0) or shared (1)"
+            raise UsageError(msg)
+    return header_len, specs, offset
 
 
 # -- arrays ---------------------------------------------------------------------------------------

@@ -13,16 +13,14 @@ the array (``sole_holder``); a copy the message itself made (inline, or written 
 is the receiver's alone. Otherwise the receiver's array is read-only and ``make_mutable``
 copies it once.
 
-Layout: ``MAGIC``, version (u8), flags (u8: ``PARTIAL`` for a partial outcome, which the
-receiver must know before it decodes one), 2 zero bytes, buffer count (u32), header length (u64); per
-buffer a kind (u64: 0 inline, 1 arena) and two u64 (inline: its length, 0; arena: its offset,
-its length); the header; then the inline buffers, each aligned to 64 bytes.
+The frame is the codec's one layout (``hosted._codec``): an arena buffer is a ``SHARED``
+reference (its offset and length), a small one ``INLINE``; the flags byte says ``PARTIAL`` for
+a partial outcome, which the receiver must know before it decodes one.
 """
 
 from __future__ import annotations
 
 import pickle
-import struct
 import sys
 import threading
 from collections.abc import Callable, Sequence
@@ -44,15 +42,8 @@ if TYPE_CHECKING:
 
 __all__ = ["decode_invocation", "decode_outcome", "encode_invocation", "encode_outcome", "is_partial"]
 
-VERSION: Final = 2
-_PREFIX: Final = struct.Struct("<4sBB2xIQ")
-_FLAGS_AT: Final = 5
 PARTIAL: Final = 1
 """The flag of a frame that holds a partial outcome (``Outcome.partial``)."""
-_REF: Final = struct.Struct("<QQQ")
-_INLINE: Final = 0
-_ARENA: Final = 1
-_ALIGN: Final = codec.ALIGN
 
 
 def encode_invocation(invocation: Invocation, arena: Arena, to_slot: int) -> bytes:
@@ -85,13 +76,13 @@ def encode_outcome(outcome: Outcome, arena: Arena, to_slot: int) -> bytes:
 def is_partial(frame: bytes | memoryview) -> bool:
     """Whether ``frame`` holds a partial outcome (read before decoding it: the call it belongs
     to still runs, and keeps its inputs held)."""
-    return len(frame) > _FLAGS_AT and frame[_FLAGS_AT] & PARTIAL != 0
+    return codec.frame_flags(frame) & PARTIAL != 0
 
 
 def decode_invocation(frame: bytes | memoryview, arena: Arena) -> Invocation:
     """The invocation in ``frame``; its large buffers are views of the arena (no copy)."""
     try:
-        return codec.decode_invocation(_unframe(frame, arena))
+        return codec.decode_invocation(codec.from_frame(frame, _adopter(arena), writable=True))
     finally:
         _decoding.held = None
 
@@ -99,7 +90,7 @@ def decode_invocation(frame: bytes | memoryview, arena: Arena) -> Invocation:
 def decode_outcome(frame: bytes | memoryview, arena: Arena) -> Outcome:
     """The outcome in ``frame``; its large buffers are views of the arena (no copy)."""
     try:
-        return codec.decode_outcome(_unframe(frame, arena))
+        return codec.decode_outcome(codec.from_frame(frame, _adopter(arena), writable=True))
     finally:
         _decoding.held = None
 
@@ -196,19 +187,19 @@ def _plain(message: Invocation | Outcome, flags: int = 0) -> bytes:
     except Exception as exc:
         msg = f"encode: cannot pickle {type(message).__name__}: {type(exc).__name__}: {exc}"
         raise UsageError(msg) from None
-    return _PREFIX.pack(codec.MAGIC, VERSION, flags, 0, len(header)) + header
+    return codec.pack_frame(header, [], [], flags)
 
 
 def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int, flags: int = 0) -> bytes:
     raws = [pickle.PickleBuffer(b).raw() for b in encoded.buffers]
-    refs: list[bytes] = []
+    refs: list[tuple[int, int, int]] = []
     inline: list[memoryview] = []
     offsets: list[int] = []
     written = []  # proxies of blocks written here: alive until the receiver is credited
     for raw in raws:
         n = raw.nbytes
         if n < PAGE:
-            refs.append(_REF.pack(_INLINE, n, 0))
+            refs.append((codec.INLINE, n, 0))
             inline.append(raw)
             continue
         offset = arena.locate(raw)
@@ -216,39 +207,20 @@ def _frame(encoded: codec.Encoded, arena: Arena, to_slot: int, flags: int = 0) -
             block, offset = arena.write(raw)
             written.append(block)
         offsets.append(offset)
-        refs.append(_REF.pack(_ARENA, offset, n))
+        refs.append((codec.SHARED, offset, n))
     if offsets:
         arena.credit(offsets, to_slot)
     del written
-    head = [_PREFIX.pack(codec.MAGIC, VERSION, flags, len(raws), len(encoded.header)), *refs, encoded.header]
-    return codec.join_aligned(head, inline)
+    return codec.pack_frame(encoded.header, refs, inline, flags)
 
 
-def _unframe(frame: bytes | memoryview, arena: Arena) -> codec.Encoded:
-    view = memoryview(frame)
-    if view.nbytes < _PREFIX.size:
-        msg = f"a {view.nbytes}-byte message is shorter than a frame's prefix"
-        raise UsageError(msg)
-    magic, version, _, count, header_len = _PREFIX.unpack_from(view)
-    if magic != codec.MAGIC or version != VERSION:
-        msg = f"not a process-pool frame (starts {bytes(magic)!r}, version {version})"
-        raise UsageError(msg)
-    at = _PREFIX.size + _REF.size * count
-    specs = list(_REF.iter_unpack(view[_PREFIX.size:at]))
-    header = bytes(view[at:at + header_len])
-    at += header_len
-    if any(kind == _INLINE for kind, _, _ in specs):
-        view = memoryview(bytearray(view))  # the receiver's own copy, writable (see the docstring)
-    arena_refs = [(a, b) for kind, a, b in specs if kind == _ARENA]
-    views, held = arena.adopt(arena_refs) if arena_refs else ([], [])
-    _decoding.held = held
-    shared = iter(views)
-    buffers: list[codec.Buffer] = []
-    for kind, a, _ in specs:
-        if kind == _ARENA:
-            buffers.append(next(shared))
-            continue
-        at += -at % _ALIGN
-        buffers.append(view[at:at + a])
-        at += a
-    return codec.Encoded(header, buffers)
+def _adopter(arena: Arena) -> codec.Adopt:
+    """The arena's reader of a frame's shared buffers; it notes which blocks this process held
+    before (``_decoding.held``), so that their arrays stay read-only (see the docstring)."""
+    def adopt(refs: list[tuple[int, int]]) -> list[codec.Buffer]:
+        views, held = arena.adopt(refs)
+        _decoding.held = held
+        buffers: list[codec.Buffer] = [*views]
+        return buffers
+
+    return adopt
