@@ -7,6 +7,7 @@ hand-off made inside another is queued behind it, so a long chain never recurses
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable
 
@@ -69,7 +70,9 @@ def test_a_pool_nodes_calls_are_invoked_on_the_claiming_thread_and_never_submitt
     # the executor's own that a task had to reach first (its dispatcher).
     here = threading.current_thread().name
     assert invoked[0] == (0, here)
-    assert {thread for _, thread in invoked} <= {here, *(f"default-{i}-recv" for i in range(1))}
+    # (A warm worker another test left behind keeps its slot's number, hence any slot.)
+    others = {thread for _, thread in invoked} - {here}
+    assert all(re.fullmatch(r"default-\d+-recv", thread) for thread in others), others
 
 
 def test_a_long_chain_of_hosted_nodes_hands_off_without_recursing() -> None:
