@@ -49,9 +49,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # the scheduler's parts; the hosted executors: the executor kinds a spec may name
     "engine": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "executors.processes",
                         "executors.ray"},
-    # the public facade over the engine; config and diagnostics for from_yaml and stats
+    # a live graph's control socket: serves the graph's snapshots, taps its edges (the graph only as a type)
+    "control": LEAVES | {"packets"},
+    # the public facade over the engine; config and diagnostics for from_yaml and stats; control for start(control=)
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "engine",
-                       "executors.hosted", "executors.processes", "executors.ray"},
+                       "executors.hosted", "executors.processes", "executors.ray", "control"},
     "testing": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "config", "graph", "engine",
                          "executors.processes", "executors.ray"},
 }

@@ -16,6 +16,7 @@
     │   ├── BrokenError                       the peer went away (cause chained)
     │   └── WouldBlock                        a ``*_nowait`` call found no room
     ├── EndOfStream                           a clean end: nothing more will come
+    ├── ControlError                          a live graph's control endpoint: no such graph, refused, bad reply
     └── Timeout (TimeoutError)                a wait ran past its deadline
 
     FlowplexInternalError                     a flowplex bug (kept outside the tree)
@@ -36,6 +37,7 @@ __all__ = [
     "BrokenError",
     "ClosedError",
     "ConfigError",
+    "ControlError",
     "DeadlockError",
     "EndOfStream",
     "FlowplexError",
@@ -138,6 +140,11 @@ class WouldBlock(RunError):
 
 class EndOfStream(FlowplexError):
     """A clean end of stream: every producer closed and everything was consumed."""
+
+
+class ControlError(FlowplexError):
+    """A live graph's control endpoint failed: no graph of that name, a refused or broken
+    connection, a reply that breaks the protocol."""
 
 
 class Timeout(FlowplexError, TimeoutError):

@@ -36,7 +36,7 @@ ROUTE = (
         (
             "foo: 1",
             r"^unknown field `foo`, expected one of `include`, `imports`, `executors`, `nodes`, .*`trace_capacity`, "
-            r"`strict_ports`$",
+            r"`strict_ports`, `control`$",
         ),
         (
             "executors: [{name: a, num_thread: 2}]",
@@ -350,7 +350,7 @@ def test_json_schema_lists_every_top_level_field() -> None:
     assert set(json_schema()["properties"]) == {
         "include", "imports", "executors", "nodes", "subgraphs", "input_ports", "output_ports", "default_executor",
         "max_queue_size", "max_queued_packets", "watchdog_ms", "buffer_pool_max_bytes", "stats", "stats_timing",
-        "trace_capacity", "strict_ports",
+        "trace_capacity", "strict_ports", "control",
     }  # fmt: skip
 
 

@@ -141,6 +141,7 @@ def _load(
         stats=stats,
         trace_capacity=model.trace_capacity,
         strict_ports=model.strict_ports,
+        control=model.control,
         default_executor=executor,
         source=name,
         imports=_unique((*imports, *library.imports)),

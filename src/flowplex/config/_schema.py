@@ -291,6 +291,11 @@ class GraphModel(_Model):
         default=False,
         description="Make emit/forward to an output index a node lacks an error (default: ignored and counted).",
     )
+    control: bool | Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None = Field(
+        default=None,
+        description=("Serve a live control socket while the graph runs (`flowplex ps/top/echo/stop`): a name, or "
+                     "true for the file's stem. `flowplex run` serves one unless --no-control."),
+    )
 
 
 def json_schema() -> dict[str, Any]:

@@ -146,6 +146,44 @@ class Engine:
                 edge.bound_observers.append(fn)
             edge.update_solo()
 
+    def unobserve(self, edge: Edge, fn: Observer) -> None:
+        """Stop calling ``fn`` for ``edge`` (a live tap detaching; any time, any thread)."""
+        with self.status.lock:
+            edge.observers = [f for f in edge.observers if f is not fn]
+            edge.bound_observers = [f for f in edge.bound_observers if f is not fn]
+            edge.update_solo()
+
+    def enable_timing(self) -> None:
+        """Measure every callback from now on (stats ``full``): a live ``top`` asked for timings."""
+        with self.status.lock:
+            self.stats_level = "full"
+            self.scheduler.timed = True
+
+    def finish_sources(self) -> None:
+        """End every source as if it had called ``source_done``: a call in flight finishes and is
+        flushed, a paced or parked source's wait ends, and each closes; the graph then drains."""
+        status = self.status
+        sources = self.sources
+        with status.lock:
+            for node in self.nodes:
+                if not node.is_source or node.source_done:
+                    continue
+                node.source_done = True
+                node.closable = True
+                if node in sources.parked:
+                    del sources.parked[node]
+                    status.waiters -= 1
+                if node.waiting:  # its wake, timer or parking, is settled here: the count with it
+                    node.waiting = False
+                    node.wake_gen += 1
+                    status.busy -= 1
+                self.closing.try_close(node)
+            status.bump()
+            if status.waiters:
+                status.changed.notify_all()
+            subs, calls = self.scheduler.take_work()
+        self.scheduler.dispatch(subs, calls)
+
     def set_side_packet(self, name: str, packet: Packet) -> None:
         """Give every kernel the side packet ``name``."""
         for node in self.nodes:

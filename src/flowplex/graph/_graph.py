@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -15,7 +16,7 @@ from .._suggest import suggest
 from .._types import PathLike
 from ..engine._build import build_engine
 from ..engine._engine import INITIALIZED, TERMINATED, Engine
-from ..errors import StateError, UnknownPortError
+from ..errors import StateError, UnknownPortError, UsageError
 from ..packets import Packet, new_buffer, to_packet
 from ..spec._plan import GraphPlan, build_plan
 from ..spec._specs import GraphSpec
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from ..config import Limits
+    from ..control import GraphControl
     from ._async import AsyncDriver, AsyncOutputEvents
 
 log = logging.getLogger("flowplex.graph")
@@ -75,6 +77,7 @@ class Graph:
         self._pollers: list[Poller] = []
         self._closed = False
         self._driver: AsyncDriver | None = None
+        self._control: GraphControl | None = None
 
     # -- construction ------------------------------------------------------------------------
 
@@ -138,8 +141,14 @@ class Graph:
         self._side_packets[name] = packet
         self._engine.set_side_packet(name, packet)
 
-    def start(self, timeout: float | None = None) -> None:
+    def start(self, timeout: float | None = None, *, control: str | bool | None = None) -> None:
         """Open every kernel, in node order, then start running.
+
+        ``control`` serves the graph live to ``flowplex ps/top/echo/hz/dot/stop`` on a Unix socket
+        of this user's: a name (taken as given; ``ControlError`` when a live graph holds it),
+        ``True`` (the YAML file's stem, or ``graph``, made unique with ``-2``, ``-3``...),
+        ``False`` (none), or ``None``: the YAML's ``control:`` key decides (absent: none).
+        ``close()`` removes the socket.
 
         Without ``timeout`` (the default) each kernel's ``open`` runs on this thread; Ctrl-C
         interrupts it as any Python code. With ``timeout`` seconds, the whole start (workers
@@ -156,7 +165,38 @@ class Graph:
         """
         timeout = check_timeout(timeout, "start")
         self._require_state((INITIALIZED,), "start")
-        self._engine.start(None if timeout is None else time.monotonic() + timeout)
+        self._serve_control(self._plan.spec.control if control is None else control)
+        try:
+            self._engine.start(None if timeout is None else time.monotonic() + timeout)
+        except BaseException:
+            self._close_control()
+            raise
+
+    @property
+    def control_name(self) -> str | None:
+        """The name ``flowplex ps`` lists this graph under while it serves a control socket; else None."""
+        return self._control.name if self._control is not None else None
+
+    def _serve_control(self, control: str | bool | None) -> None:
+        if control is None or control is False:
+            return
+        if not isinstance(control, (str, bool)):
+            msg = f"start(control=...) takes a name, True or False, not {type(control).__name__}"
+            raise UsageError(msg)
+        from ..control import GraphControl
+        from ..control._paths import default_name
+
+        source = self._plan.spec.source or ""
+        if control is True:
+            stem = default_name(os.path.splitext(os.path.basename(source))[0]) if source else "graph"
+            self._control = GraphControl(self, stem, exact=False, source=source)
+        else:
+            self._control = GraphControl(self, control, exact=True, source=source)
+
+    def _close_control(self) -> None:
+        if self._control is not None:
+            self._control.close()
+            self._control = None
 
     def close(self) -> None:
         """Cancel if still running, wait briefly, stop threads. Idempotent.
@@ -175,6 +215,7 @@ class Graph:
         if self._closed:
             return
         self._closed = True
+        self._close_control()
         if self._driver is not None:
             self._driver.stop()
         self._engine.stop()

@@ -189,6 +189,8 @@ class GraphSpec:
     """An ``emit``/``forward`` to an output index the node lacks raises (else: ignored, counted)."""
     source: str | None = None
     """The file the graph was loaded from, if any (for messages)."""
+    control: str | bool | None = None
+    """The ``control`` key: serve a control socket under this name (true: the file's stem)."""
     default_executor: str = DEFAULT_EXECUTOR
     """Where the nodes that name no ``executor`` were placed (the ``default_executor`` key): the
     loader writes it into each such node's ``executor``; the plan checks that it exists."""

@@ -1,0 +1,232 @@
+"""``GraphControl``: a running ``Graph`` behind a control socket (``ps``, ``top``, ``echo``, ``hz``,
+``dot``, ``stop``).
+
+Everything it reports comes from the graph's own snapshots (``Graph.stats``), sampled once a
+second by the control thread so that rates are deltas over a known interval; nothing of it runs
+per packet unless a client taps an edge (``_taps``). ``top`` switches the graph's callback timing
+on when it first asks (p50/p99 and a core's share need it): a graph nobody watches pays nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import threading
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Final, final
+
+from .._suggest import did_you_mean
+from ..errors import ControlError
+from ._server import ControlServer, Session
+from ._taps import EchoTap, RateTap
+
+if TYPE_CHECKING:
+    from ..diagnostics import GraphStats, NodeStats
+    from ..graph import Graph
+
+__all__ = ["GraphControl", "node_rows"]
+
+SAMPLE_S: Final = 1.0
+"""How often the control thread samples the graph's counters (the base of every rate)."""
+
+
+@final
+class GraphControl:
+    """The control endpoint of one graph; ``close`` removes it (the graph's ``close`` does too)."""
+
+    def __init__(self, graph: Graph, name: str, *, exact: bool = True, source: str = "") -> None:
+        self._graph = graph
+        self._source = source
+        self._samples: deque[GraphStats] = deque(maxlen=2)
+        self._lock = threading.Lock()
+        self._samples.append(graph.stats())
+        self._server = ControlServer(
+            name, {"top": self._top, "echo": self._echo, "hz": self._hz, "dot": self._dot, "stop": self._stop},
+            self._summary, kind="graph", exact=exact)
+        self._server.ticks.append(self._sample)
+
+    @property
+    def name(self) -> str:
+        """The name clients reach the graph by."""
+        return self._server.name
+
+    @property
+    def path(self) -> str:
+        """The control socket's path."""
+        return str(self._server.path)
+
+    def close(self) -> None:
+        """Stop serving; taps detach as their sessions end."""
+        self._server.close()
+
+    # -- sampling ------------------------------------------------------------------------------
+
+    def _sample(self) -> None:
+        stats = self._graph.stats()
+        with self._lock:
+            self._samples.append(stats)
+
+    def _pair(self) -> tuple[GraphStats, GraphStats]:
+        """The oldest kept sample and a fresh snapshot: the interval every rate is measured over."""
+        now = self._graph.stats()
+        with self._lock:
+            before = self._samples[0]
+        return before, now
+
+    # -- ops -----------------------------------------------------------------------------------
+
+    def _summary(self) -> dict[str, Any]:
+        before, now = self._pair()
+        dt = max((now.taken_ns - before.taken_ns) / 1e9, 1e-9)
+        return {"state": now.state, "source": self._source, "nodes": len(now.nodes),
+                "in_per_s": (sum(n.packets_in for n in now.nodes) - sum(n.packets_in for n in before.nodes)) / dt,
+                "out_per_s": (sum(n.packets_out for n in now.nodes) - sum(n.packets_out for n in before.nodes)) / dt,
+                "errors": sum(n.errors for n in now.nodes) + (1 if now.error and not any(n.errors for n in now.nodes)
+                                                              else 0),
+                "error": now.error}
+
+    def _top(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("timing", True) and self._graph.stats().stats_level != "full":
+            self._graph._engine.enable_timing()  # the graph's private engine: control is part of flowplex
+        before, now = self._pair()
+        return {"summary": self._summary(), "interval_s": (now.taken_ns - before.taken_ns) / 1e9,
+                "stats_level": now.stats_level, "rows": node_rows(before, now, self._workers()),
+                "queued": now.queued, "queue_limit": now.queue_limit}
+
+    def _workers(self) -> dict[str, str]:
+        """Where each executor runs its work: this process, or its worker processes' pids."""
+        out = {}
+        for name, ex in zip(self._graph.executor_names(), self._graph._engine.executors, strict=False):
+            pids = getattr(ex, "pids", None)  # a process pool's workers (the one executor kind with pids)
+            out[name] = ("pid " + ",".join(map(str, pids()))) if callable(pids) else f"pid {os.getpid()}"
+        return out
+
+    def _edge(self, stream: object) -> Any:
+        edges = self._graph._engine.edges
+        if not isinstance(stream, str) or stream not in edges:
+            msg = f"no stream named {stream!r}{did_you_mean(str(stream), list(edges))} (streams: {', '.join(edges)})"
+            raise ControlError(msg)
+        return edges[stream]
+
+    def _attach(self, session: Session, edge: Any, tap: Any) -> None:
+        engine = self._graph._engine
+        engine.observe(edge, tap, False)
+        session.on_close.append(lambda: engine.unobserve(edge, tap))
+
+    def _echo(self, session: Session, request: dict[str, Any]) -> None:
+        edge = self._edge(request.get("stream"))
+        limit = request.get("n")
+        if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
+            msg = f"-n must be a positive count, not {limit!r}"
+            raise ControlError(msg)
+        tap = EchoTap(limit, bool(request.get("raw", False)))
+        self._attach(session, edge, tap)
+        lost = [0]  # descriptions the client's outbox could not take
+        session.send({"ok": True, "stream": edge.name})
+
+        def pump() -> bool:
+            while session.room() > 1 << 20:
+                item = tap.take()
+                if item is None:
+                    break
+                record, data = item
+                record["raw"] = len(data) if data is not None else None
+                if not session.send({"ev": "packet", **record}):
+                    lost[0] += 1
+                    continue
+                if data is not None:
+                    for i in range(0, max(len(data), 1), 8 << 20):
+                        session.send_bytes(data[i:i + (8 << 20)])
+            while session.room() <= 1 << 20 and tap.take() is not None:
+                lost[0] += 1  # the client stopped reading: its packets go, the graph goes on
+            ended = edge.closed and not tap.buffer
+            if tap.complete or ended:
+                session.send({"ev": "end", "reason": "count" if tap.complete else "closed",
+                              "seen": tap.seen, "dropped": tap.dropped + lost[0]})
+                with contextlib.suppress(Exception):
+                    self._graph._engine.unobserve(edge, tap)
+                return False
+            return True
+
+        session.pumps.append(pump)
+        return None
+
+    def _hz(self, session: Session, request: dict[str, Any]) -> None:
+        edge = self._edge(request.get("stream"))
+        period = float(request.get("period_s", 1.0))
+        if not 0.05 <= period <= 60:
+            msg = f"period_s must be between 0.05 and 60, not {period}"
+            raise ControlError(msg)
+        tap = RateTap()
+        self._attach(session, edge, tap)
+        session.send({"ok": True, "stream": edge.name})
+        due = [time.monotonic() + period]
+
+        def pump() -> bool:
+            if time.monotonic() < due[0]:
+                return True
+            due[0] += period
+            session.send({"ev": "hz", **tap.report()})
+            if edge.closed:
+                session.send({"ev": "end", "reason": "closed", "count": tap.count})
+                return False
+            return True
+
+        session.pumps.append(pump)
+        return None
+
+    def _dot(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+        view = request.get("view", "diagnostics")
+        return {"dot": self._graph.to_dot(str(view))}
+
+    def _stop(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+        if request.get("now"):
+            self._graph.cancel()
+            return {"stopping": "cancel"}
+        self._graph.close_all_inputs()
+        self._graph._engine.finish_sources()
+        return {"stopping": "drain"}
+
+
+def node_rows(before: GraphStats, now: GraphStats, workers: dict[str, str]) -> list[dict[str, Any]]:
+    """``top``'s table: one row per node, rates over the interval between the two snapshots."""
+    dt = max((now.taken_ns - before.taken_ns) / 1e9, 1e-9)
+    old = {n.node_name: n for n in before.nodes}
+    ports = {(n.node_name, p.name): p for n in now.nodes for p in n.ports}
+    blocked_on: dict[str, str] = {}
+    for edge in now.edges:
+        if edge.producer is not None and any(ports[c].full for c in edge.consumers if c in ports):
+            blocked_on.setdefault(edge.producer, edge.name)
+    rows = []
+    for n in now.nodes:
+        o = old.get(n.node_name, n)
+        depth = max(n.ports, key=lambda p: p.queued, default=None)
+        rows.append({
+            "node": n.node_name, "kernel": n.kernel_name, "executor": n.executor,
+            "worker": workers.get(n.executor, ""),
+            "in_per_s": (n.packets_in - o.packets_in) / dt, "out_per_s": (n.packets_out - o.packets_out) / dt,
+            "queued": n.queued, "bound": (depth.capacity or depth.fixed) if depth is not None else 0,
+            "p50_us": n.p50_us, "p99_us": n.p99_us,
+            "core": (n.total_process_us - o.total_process_us) / 1e6 / dt if now.stats_level == "full" else None,
+            "state": state_text(n, now, blocked_on.get(n.node_name)),
+            "drops": sum(p.dropped for p in n.ports), "errors": n.errors,
+        })
+    return rows
+
+
+def state_text(n: NodeStats, graph: GraphStats, full_output: str | None) -> str:
+    """What the node does now, in words: running, waiting on input X, blocked on output Y, held..."""
+    if n.state in ("CLOSED", "ERROR", "CREATED"):
+        return n.state.lower()
+    if n.blocked:
+        return f"blocked on output {full_output}" if full_output else "blocked on output"
+    if n.running:
+        return "running"
+    if n.state == "WAITING_SOURCE":
+        return "waiting for its next turn"
+    if n.is_source:
+        held = graph.queue_limit and graph.counted >= graph.queue_limit
+        return "held by backpressure" if held else "idle"
+    empty = [p.name for p in n.ports if not p.queued and not p.closed]
+    return f"waiting on input {empty[0]}" if empty else "idle"
