@@ -35,7 +35,10 @@ suites on it, and its traits are read from the executor's protocol attributes.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Final
@@ -58,12 +61,19 @@ settings.register_profile("dev", max_examples=300, deadline=None)
 settings.load_profile(os.environ.get("FLOWPLEX_HYPOTHESIS_PROFILE", "ci"))
 
 
+RUNTIME_DIR: Final = tempfile.mkdtemp(prefix="fpx-", dir="/tmp")
+"""This test process's runtime directory for control sockets (short: a socket path has 107 bytes at most),
+so that the graphs `flowplex run` starts in tests never meet the user's live graphs."""
+atexit.register(shutil.rmtree, RUNTIME_DIR, True)
+
+
 @pytest.fixture(autouse=True)
 def _clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Strip FLOWPLEX_* variables so a developer's shell cannot change test outcomes."""
     for key in list(os.environ):
         if key.startswith("FLOWPLEX_") and key != "FLOWPLEX_REQUIRE_EXTRAS":
             monkeypatch.delenv(key, raising=False)
+    monkeypatch.setenv("FLOWPLEX_RUNTIME_DIR", RUNTIME_DIR)
 
 
 # -- one run per executor kind ------------------------------------------------------------------

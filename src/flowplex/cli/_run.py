@@ -57,6 +57,16 @@ def run(
         "--ray-address", metavar="ADDRESS",
         help="Connect every RayExecutor to this Ray cluster: auto, ray://host:10001 or IP:port "
              "(overrides the YAML's `address:`).")] = None,
+    name: Annotated[str | None, typer.Option(
+        "--name", metavar="NAME",
+        help="The name flowplex ps/top/echo/stop reach the running graph by (default: the YAML's `control:` "
+             "name, else the file's stem, made unique with -2, -3...).")] = None,
+    control: Annotated[bool, typer.Option("--control/--no-control",
+                                          help="Serve the graph live to flowplex ps/top/echo/stop.")] = True,
+    detach: Annotated[bool, typer.Option(
+        "--detach", "-d",
+        help="Run in the background, detached from the terminal; print the graph's name "
+             "(flowplex logs NAME shows its output and log).")] = False,
 ) -> None:
     """Run a graph whose data comes from source kernels and print what reaches its outputs.
 
@@ -64,6 +74,15 @@ def run(
     (a failing import too), 130 Ctrl-C.
     """
     check_view("--dot-view", dot_view)
+    if name is not None:
+        _check_control_name(name, control)
+    if detach:
+        if not control:
+            msg = "--detach needs the control socket: a detached graph is reached by its name (drop --no-control)"
+            raise usage(msg)
+        from ._detach import detach_run
+
+        raise typer.Exit(detach_run(graph, name))
     setup_logging()
     watch_ctrl_c()
     deadline = Deadline(check_timeout(timeout), graph)
@@ -95,7 +114,7 @@ def run(
         display = _live_display(g, live, sink)
         if display is not None:
             stack.enter_context(display)
-        code = _drive(g, graph, deadline, display, printer)
+        code = _drive(g, graph, deadline, display, printer, _control_arg(g, name, control))
         deadline.step = "closing"
         if display is not None:
             display.stop()
@@ -179,19 +198,45 @@ def _live_display(g: Any, live: bool | None, sink: IO[str] | None) -> Any:
     return LiveDisplay(g, Console(stderr=True), redirect_stdout=sink is None and sys.stdout.isatty())
 
 
-def _drive(g: Any, graph: Path, deadline: Deadline, display: Any, printer: _Printer) -> int:
+def _check_control_name(name: str, control: bool) -> None:
+    """``--name`` must be a valid control name, and means nothing with ``--no-control`` (exit 2)."""
+    from flowplex.control._paths import check_name
+    from flowplex.errors import ControlError
+
+    if not control:
+        msg = "--name names the control socket, which --no-control turns off: give one of them"
+        raise usage(msg)
+    try:
+        check_name(name)
+    except ControlError as exc:
+        msg = f"--name: {exc}"
+        raise usage(msg) from None
+
+
+def _control_arg(g: Any, name: str | None, control: bool) -> str | bool | None:
+    """What ``Graph.start(control=)`` gets: off, the ``--name``, the YAML's name, or a default name."""
+    if not control:
+        return False
+    if name is not None:
+        return name
+    return None if isinstance(g.plan.spec.control, str) else True
+
+
+def _drive(g: Any, graph: Path, deadline: Deadline, display: Any, printer: _Printer,
+           control: str | bool | None = None) -> int:
     """Start the graph, close its inputs and wait for it to finish; the exit code (0 when done).
 
     Every failure is reported here as its one line: ``--timeout`` (the graph then closes in
     order), the user's Ctrl-C (the graph is cancelled; the line says what was in flight), a
     cancelled graph and a runtime error.
     """
-    from flowplex.errors import FlowplexError, GraphCancelled, Timeout
+    from flowplex.errors import ControlError, FlowplexError, GraphCancelled, Timeout
 
     code = 0
     try:
         deadline.step = "starting the graph (opening its kernels)"
-        g.start(timeout=deadline.left())
+        g.start(timeout=deadline.left(), control=control)
+        _report_ready(g)
         deadline.step = "running the graph"
         g.close_all_inputs()
         g.wait_done(timeout=deadline.left())
@@ -216,12 +261,22 @@ def _drive(g: Any, graph: Path, deadline: Deadline, display: Any, printer: _Prin
     except GraphCancelled as exc:
         code = 130
         fail_at(graph, exc, code)
+    except ControlError as exc:  # the name is taken (or the runtime directory unusable): a usage error
+        code = 2
+        fail_at(graph, exc, code)
     except FlowplexError as exc:
         if display is not None:
             display.stop()
         code = 1
         fail_at(graph, exc, code)
     return code
+
+
+def _report_ready(g: Any) -> None:
+    """Under ``run -d``: tell the waiting parent the graph's name (it then exits 0, the graph runs on)."""
+    from ._detach import report_ready
+
+    report_ready(g.control_name)
 
 
 def _write_artifacts(g: Any, graph: Path, dot: Path | None, dot_view: str, trace: Path | None,

@@ -9,7 +9,6 @@ on when it first asks (p50/p99 and a core's share need it): a graph nobody watch
 
 from __future__ import annotations
 
-import contextlib
 import os
 import threading
 import time
@@ -19,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final, final
 from .._suggest import did_you_mean
 from ..errors import ControlError
 from ._server import ControlServer, Session
-from ._taps import EchoTap, RateTap
+from ._taps import ECHO_BUFFER, EchoTap, RateTap
 
 if TYPE_CHECKING:
     from ..diagnostics import GraphStats, NodeStats
@@ -27,6 +26,11 @@ if TYPE_CHECKING:
 
 __all__ = ["GraphControl", "node_rows"]
 
+ECHO_PER_TICK: Final = 100
+"""Packets an ``echo`` stream sends per control tick (20 ms) at most: 5,000 per second; past that
+the tap's buffer fills and the rest are dropped and counted, so a fast edge keeps its speed."""
+STREAM_BACKLOG: Final = 256 * 1024
+"""Unsent bytes past which a streaming client counts as stalled: its packets are dropped, and counted."""
 SAMPLE_S: Final = 1.0
 """How often the control thread samples the graph's counters (the base of every rate)."""
 
@@ -120,13 +124,18 @@ class GraphControl:
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             msg = f"-n must be a positive count, not {limit!r}"
             raise ControlError(msg)
-        tap = EchoTap(limit, bool(request.get("raw", False)))
-        self._attach(session, edge, tap)
-        lost = [0]  # descriptions the client's outbox could not take
+        tap = EchoTap(self._graph._engine, edge, limit, bool(request.get("raw", False)))
+        tap.attach()
+        session.on_close.append(tap.close)
+        lost = [0]  # packets taken in but never sent: the client stalled
+        sent = [0]
         session.send({"ok": True, "stream": edge.name})
 
         def pump() -> bool:
-            while session.room() > 1 << 20:
+            # A bounded share of the control thread per tick: it holds the GIL the graph runs on.
+            for _ in range(ECHO_PER_TICK):
+                if session.queued > STREAM_BACKLOG:
+                    break
                 item = tap.take()
                 if item is None:
                     break
@@ -135,17 +144,20 @@ class GraphControl:
                 if not session.send({"ev": "packet", **record}):
                     lost[0] += 1
                     continue
+                sent[0] += 1
                 if data is not None:
                     for i in range(0, max(len(data), 1), 8 << 20):
                         session.send_bytes(data[i:i + (8 << 20)])
-            while session.room() <= 1 << 20 and tap.take() is not None:
-                lost[0] += 1  # the client stopped reading: its packets go, the graph goes on
+            if session.queued > STREAM_BACKLOG:  # the client stopped reading: its packets go, the graph goes on
+                lost[0] += tap.discard()
+            elif not tap.attached and len(tap.buffer) < ECHO_BUFFER // 2:
+                tap.attach()
             ended = edge.closed and not tap.buffer
             if tap.complete or ended:
+                tap.close()
+                # Every packet of the edge since the tap came on is either sent or dropped.
                 session.send({"ev": "end", "reason": "count" if tap.complete else "closed",
-                              "seen": tap.seen, "dropped": tap.dropped + lost[0]})
-                with contextlib.suppress(Exception):
-                    self._graph._engine.unobserve(edge, tap)
+                              "sent": sent[0], "dropped": tap.dropped + lost[0]})
                 return False
             return True
 
@@ -196,7 +208,9 @@ def node_rows(before: GraphStats, now: GraphStats, workers: dict[str, str]) -> l
     ports = {(n.node_name, p.name): p for n in now.nodes for p in n.ports}
     blocked_on: dict[str, str] = {}
     for edge in now.edges:
-        if edge.producer is not None and any(ports[c].full for c in edge.consumers if c in ports):
+        full = (any(ports[c].full for c in edge.consumers if c in ports)
+                or any(p.capacity and p.overflow == "block" and p.queued >= p.capacity for p in edge.pollers))
+        if edge.producer is not None and full:
             blocked_on.setdefault(edge.producer, edge.name)
     rows = []
     for n in now.nodes:

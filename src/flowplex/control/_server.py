@@ -185,6 +185,7 @@ class ControlServer:
                     self._pump(session)
         finally:
             for session in list(self._sessions.values()):
+                _flush(session)  # the last answers (to `stop`, say) reach their clients
                 self._drop(session)
             self._sel.close()
             for s in (self._listener, self._wake_r, self._wake_w):
@@ -330,6 +331,21 @@ class ControlServer:
             self._sel.unregister(session.sock)
         session.sock.close()
         session.outbox.clear()
+
+
+def _flush(session: Session, timeout: float = 0.2) -> None:
+    """Send what the session still holds, waiting at most ``timeout`` in all (the server is closing)."""
+    if session.closed or not session.outbox:
+        return
+    deadline = time.monotonic() + timeout
+    try:
+        session.sock.settimeout(timeout)
+        while session.outbox and time.monotonic() < deadline:
+            head = session.outbox.popleft()
+            session.sock.sendall(memoryview(head)[session.sent_head:])
+            session.sent_head = 0
+    except OSError:
+        pass
 
 
 def _peer_uid(sock: socket.socket) -> int:

@@ -17,9 +17,12 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Final, final
 
 from .._timestamps import ts_name
+from ..packets._typeids import TypeId
 from ..packets._values import packet_value
 
 if TYPE_CHECKING:
+    from ..engine._engine import Engine
+    from ..engine._nodes import Edge
     from ..packets import Packet
 
 __all__ = ["EchoTap", "RateTap", "describe"]
@@ -56,38 +59,110 @@ def describe(packet: Packet, raw: bool) -> tuple[dict[str, Any], bytes | None]:
 
 @final
 class EchoTap:
-    """The packets of one edge for one ``echo`` client, at most ``limit`` of them (None: all)."""
+    """The packets of one edge for one ``echo`` client, at most ``limit`` of them (None: all).
 
-    def __init__(self, limit: int | None, raw: bool) -> None:
+    A scalar, string or bytes packet is kept as it is (the engine never changes a packet it
+    delivered) and described on the control thread; a frame is described at once, so that the
+    tap holds no frame's memory (only its bytes, with ``raw``, up to ``RAW_BUFFER_BYTES``).
+
+    When its buffer is full the tap takes itself off the edge, so that an edge faster than the
+    client (or a stalled client) runs at full speed, and ``attach`` puts it back once the control
+    thread made room. The packets missed meanwhile are counted exactly from the producer's own
+    ``packets_out`` (both read under the engine's lock) where the producer has this one output;
+    on other edges (a graph input, a node with several outputs) the tap stays on and counts each
+    packet it drops.
+    """
+
+    def __init__(self, engine: Engine, edge: Edge, limit: int | None, raw: bool) -> None:
+        self.engine = engine
+        self.edge = edge
         self.limit = limit
         self.raw = raw
-        self.buffer: deque[tuple[dict[str, Any], bytes | None]] = deque()
+        self.buffer: deque[Packet | tuple[dict[str, Any], bytes | None]] = deque()
         self.held_bytes = 0
         self.seen = 0
         self.dropped = 0
+        producer = edge.producer
+        self.counted = producer is not None and len(producer.out_edges) == 1
+        self.attached = False
+        self.mark = 0
+        """The producer's ``packets_out`` when the tap took itself off."""
 
     def __call__(self, packet: Packet) -> None:
         """The observer: on the delivering thread, cheap, never blocking."""
+        if not self.attached:
+            self.dropped += 1  # flushed before the tap came off, delivered after: not in ``mark``
+            return
         if self.limit is not None and self.seen >= self.limit:
             return
         if len(self.buffer) >= ECHO_BUFFER or self.held_bytes > RAW_BUFFER_BYTES:
             self.dropped += 1
+            if self.counted:
+                self.detach()
             return
         self.seen += 1
+        if packet._tid != TypeId.BUFFER:
+            self.buffer.append(packet)
+            return
         record, data = describe(packet, self.raw)
         if data is not None:
             self.held_bytes += len(data)
         self.buffer.append((record, data))
 
+    def attach(self) -> None:
+        """Put the tap on its edge (again), counting what it missed while it was off."""
+        status = self.engine.status
+        with status.lock:
+            if self.attached:
+                return
+            edge = self.edge
+            edge.observers = [*edge.observers, self]
+            edge.update_solo()
+            if self.counted and self.mark:
+                self.dropped += edge.producer.packets_out - self.mark  # type: ignore[union-attr]
+            self.attached = True
+
+    def detach(self) -> None:
+        """Take the tap off its edge; packets from now on are counted, not seen."""
+        status = self.engine.status
+        with status.lock:
+            if not self.attached:
+                return
+            edge = self.edge
+            edge.observers = [f for f in edge.observers if f is not self]
+            edge.update_solo()
+            self.mark = edge.producer.packets_out if self.counted else 0  # type: ignore[union-attr]
+            self.attached = False
+
+    def close(self) -> None:
+        """Off for good: what was missed since the last ``detach`` is counted."""
+        was_off = not self.attached
+        self.detach()
+        if was_off and self.counted and self.mark:
+            with self.engine.status.lock:
+                self.dropped += self.edge.producer.packets_out - self.mark  # type: ignore[union-attr]
+                self.mark = self.edge.producer.packets_out  # type: ignore[union-attr]
+
     def take(self) -> tuple[dict[str, Any], bytes | None] | None:
         """The oldest description not yet sent, or None."""
         try:
-            record, data = self.buffer.popleft()
+            item = self.buffer.popleft()
         except IndexError:
             return None
-        if data is not None:
-            self.held_bytes -= len(data)
-        return record, data
+        if not isinstance(item, tuple):
+            return describe(item, self.raw)
+        if item[1] is not None:
+            self.held_bytes -= len(item[1])
+        return item
+
+    def discard(self) -> int:
+        """Drop every description not yet sent, without describing them; how many."""
+        n = len(self.buffer)
+        for _ in range(n):
+            item = self.buffer.popleft()
+            if isinstance(item, tuple) and item[1] is not None:
+                self.held_bytes -= len(item[1])
+        return n
 
     @property
     def complete(self) -> bool:

@@ -1,0 +1,368 @@
+"""The commands that reach into live graphs through their control sockets (``flowplex.control``):
+``ps``, ``top``, ``echo``, ``hz``, ``stop``, ``kill`` and ``logs`` (``dot NAME`` is ``_dot``'s).
+
+Each connects by name, asks, and renders the answer; ``--json`` prints the answer itself for
+scripts. A name that is not live is one line and exit 1 (it names the live ones).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from flowplex.terminal._sanitize import visible_controls as shown
+
+from ._app import app, usage
+
+JSON_HELP = "Print JSON for scripts instead of a table."
+
+
+def _fail(text: object, code: int = 1) -> typer.Exit:
+    typer.echo(shown(f"flowplex: error: {text}"), err=True)
+    return typer.Exit(code)
+
+
+def _connect(name: str, timeout: float | None = 5.0) -> Any:
+    from flowplex.errors import ControlError
+
+    try:
+        from flowplex.control import connect
+
+        return connect(name, timeout)
+    except ControlError as exc:
+        raise _fail(exc) from None
+
+
+def ask_live(name: str, op: str, **args: Any) -> dict[str, Any]:
+    """One request to live graph ``name``; its error is one line and exit 1."""
+    from flowplex.errors import ControlError
+
+    try:
+        with _connect(name) as client:
+            answer: dict[str, Any] = client.request(op, **args)
+            return answer
+    except ControlError as exc:
+        msg = f"{name}: {exc}"
+        raise _fail(msg) from None
+
+
+def _uptime(seconds: float) -> str:
+    s = int(seconds)
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h" if s >= 86400 else (
+        f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s")
+
+
+def _rate(value: float | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e6:.1f}M" if value >= 1e6 else f"{value / 1e3:.1f}k" if value >= 1e4 else f"{value:.0f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
+    return "\n".join(lines) + "\n"
+
+
+@app.command()
+def ps(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
+    """List this user's live graphs: name, pid, state, uptime, nodes, packets/s in and out, errors."""
+    from flowplex.control import live_graphs
+    from flowplex.errors import ControlError
+
+    try:
+        infos = live_graphs()
+    except ControlError as exc:
+        raise _fail(exc) from None
+    if as_json:
+        typer.echo(json.dumps([{k: v for k, v in i.items() if k != "ok"} for i in infos]))
+        return
+    rows = [[str(i["name"]), str(i.get("kind", "")), str(i["pid"]), str(i.get("state", "")),
+             _uptime(float(i.get("uptime_s", 0))), str(i.get("nodes", "")), _rate(i.get("in_per_s")),
+             _rate(i.get("out_per_s")), str(i.get("errors", 0))] for i in infos]
+    typer.echo(shown(_table(["NAME", "KIND", "PID", "STATE", "UPTIME", "NODES", "IN/S", "OUT/S", "ERRORS"], rows)),
+               nl=False)
+
+
+def _us(value: int | None) -> str:
+    if value is None:
+        return "-"
+    return f"{value / 1e6:.1f}s" if value >= 1e6 else f"{value / 1e3:.1f}ms" if value >= 1e3 else f"{value}µs"
+
+
+def top_text(name: str, answer: dict[str, Any]) -> str:
+    """``top``'s table as text: a summary line, then one line per node."""
+    s = answer["summary"]
+    head = (f"{name}  {s['state']}  nodes {s['nodes']}  in {_rate(s['in_per_s'])}/s  out {_rate(s['out_per_s'])}/s  "
+            f"queued {answer['queued']}" + (f"/{answer['queue_limit']}" if answer["queue_limit"] else "")
+            + f"  errors {s['errors']}\n")
+    rows = [[r["node"], _rate(r["in_per_s"]), _rate(r["out_per_s"]),
+             f"{r['queued']}/{r['bound']}" if r["bound"] else str(r["queued"]),
+             _us(r["p50_us"]), _us(r["p99_us"]), "-" if r["core"] is None else f"{100 * r['core']:.0f}%",
+             r["executor"], r["worker"], r["state"], str(r["drops"])] for r in answer["rows"]]
+    return head + _table(["NODE", "IN/S", "OUT/S", "QUEUE", "P50", "P99", "CPU", "EXECUTOR", "WORKER", "STATE",
+                          "DROPS"], rows)
+
+
+@app.command()
+def top(
+    name: Annotated[str, typer.Argument(help="The live graph (flowplex ps lists them).")],
+    once: Annotated[bool, typer.Option("--once", help="Print one snapshot and exit.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print each snapshot as one JSON line.")] = False,
+    interval: Annotated[float, typer.Option("--interval", metavar="S", help="Seconds between refreshes.")] = 1.0,
+) -> None:
+    """A live table of a graph's nodes: rate, queue against its bound, p50/p99 process() time,
+    share of a core, executor and worker, state, drops (refreshed every second; q or Ctrl-C quits)."""
+    from flowplex.errors import ControlError
+
+    if not 0.1 <= interval <= 3600:
+        msg = f"--interval must be between 0.1 and 3600 seconds, not {interval}"
+        raise usage(msg)
+    client = _connect(name)
+    try:
+        if once or as_json:
+            while True:
+                answer = client.request("top")
+                typer.echo(json.dumps({k: v for k, v in answer.items() if k != "ok"}) if as_json
+                           else shown(top_text(name, answer)), nl=as_json)
+                if once:
+                    return
+                time.sleep(interval)
+        _top_live(client, name, interval)
+    except ControlError as exc:
+        if once:
+            msg = f"{name}: {exc}"
+            raise _fail(msg) from None
+        typer.echo(f"flowplex: {name} ended", err=True)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+def _top_live(client: Any, name: str, interval: float) -> None:
+    from rich.console import Console
+    from rich.live import Live
+    from rich.text import Text
+
+    console = Console()
+    with Live(Text(top_text(name, client.request("top"))), console=console, auto_refresh=False,
+              screen=console.is_terminal) as live:
+        while True:
+            time.sleep(interval)
+            live.update(Text(top_text(name, client.request("top"))), refresh=True)
+
+
+def echo_line(event: dict[str, Any]) -> str:
+    """One tapped packet as a line: timestamp, type, value (a frame as dtype, shape, CRC-32), metadata."""
+    value = event.get("value")
+    if isinstance(value, dict) and "shape" in value:
+        shape = "x".join(map(str, value["shape"]))
+        text = f"{value['dtype']}[{shape}] {value['nbytes']} B crc32={value['crc32']}"
+    else:
+        text = json.dumps(value) if not isinstance(value, str) else repr(value)
+    meta = f"\t{json.dumps(event['metadata'])}" if event.get("metadata") else ""
+    return f"ts={event['ts_name']}\t{event['type']}\t{text}{meta}"
+
+
+@app.command()
+def echo(
+    name: Annotated[str, typer.Argument(help="The live graph.")],
+    stream: Annotated[str, typer.Argument(help="An edge (a producer's output port) or a graph port.")],
+    count: Annotated[int | None, typer.Option("-n", "--count", metavar="N", min=1,
+                                              help="Exit after N packets.")] = None,
+    raw: Annotated[Path | None, typer.Option("--raw", metavar="DIR",
+                                             help="Write each packet's buffer bytes to DIR/SEQ-TS.bin.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per packet.")] = False,
+) -> None:
+    """Print the packets flowing on a stream of a live graph. It never slows the graph: what this
+    client cannot keep up with is dropped, and the count is printed at the end."""
+    from flowplex.errors import ControlError
+
+    if raw is not None:
+        try:
+            raw.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            msg = f"--raw {raw}: {exc.strerror or exc}"
+            raise usage(msg) from None
+    client = _connect(name, timeout=None)
+    seen, dropped, ended = 0, 0, "the graph went away"
+    try:
+        client.request("echo", stream=stream, n=count, raw=raw is not None)
+        pending: dict[str, Any] | None = None
+        chunks: list[bytes] = []
+        for frame in client.events():
+            if isinstance(frame, bytes):
+                chunks.append(frame)
+                if pending is not None and raw is not None and sum(map(len, chunks)) >= pending["raw"]:
+                    (raw / f"{seen:06d}-{pending['ts']}.bin").write_bytes(b"".join(chunks))
+                    chunks, pending = [], None
+                continue
+            if frame.get("ev") == "end":
+                dropped = int(frame.get("dropped", 0))
+                ended = "the stream closed" if frame.get("reason") == "closed" else ""
+                break
+            if frame.get("ev") != "packet":
+                continue
+            seen += 1
+            if frame.get("raw"):
+                pending, chunks = frame, []
+            line = json.dumps({k: v for k, v in frame.items() if k != "ev"}) if as_json else echo_line(frame)
+            sys.stdout.write(shown(line) + "\n")
+            sys.stdout.flush()
+    except ControlError as exc:
+        msg = f"{name}: {exc}"
+        raise _fail(msg) from None
+    except KeyboardInterrupt:
+        ended = ""
+    finally:
+        client.close()
+    tail = f" ({ended})" if ended else ""
+    typer.echo(f"flowplex: {seen} packet(s) from {stream}; {dropped} dropped by this client{tail}", err=True)
+
+
+@app.command()
+def hz(
+    name: Annotated[str, typer.Argument(help="The live graph.")],
+    stream: Annotated[str, typer.Argument(help="An edge (a producer's output port) or a graph port.")],
+    reports: Annotated[int | None, typer.Option("-n", "--count", metavar="N", min=1,
+                                                help="Exit after N reports.")] = None,
+    period: Annotated[float, typer.Option("--period", metavar="S", help="Seconds between reports.")] = 1.0,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per report.")] = False,
+) -> None:
+    """A stream's rate and inter-arrival jitter, measured inside the graph on every packet (nothing
+    is copied or sent per packet, so large and bursty streams read true), over the latest 10,000."""
+    from flowplex.errors import ControlError
+
+    if not 0.05 <= period <= 60:
+        msg = f"--period must be between 0.05 and 60 seconds, not {period}"
+        raise usage(msg)
+    client = _connect(name, timeout=None)
+    n = 0
+    try:
+        client.request("hz", stream=stream, period_s=period)
+        for frame in client.events():
+            if not isinstance(frame, dict) or frame.get("ev") != "hz":
+                if isinstance(frame, dict) and frame.get("ev") == "end":
+                    typer.echo(f"flowplex: {stream} closed after {frame.get('count', 0)} packet(s)", err=True)
+                    break
+                continue
+            n += 1
+            report = {k: v for k, v in frame.items() if k != "ev"}
+            typer.echo(json.dumps(report) if as_json else hz_line(report))
+            if reports is not None and n >= reports:
+                break
+    except ControlError as exc:
+        msg = f"{name}: {exc}"
+        raise _fail(msg) from None
+    except KeyboardInterrupt:
+        pass
+    finally:
+        client.close()
+
+
+def hz_line(r: dict[str, Any]) -> str:
+    """One ``hz`` report as a line."""
+    if r["rate_hz"] is None:
+        return f"no rate yet: {r['count']} packet(s) so far"
+    ms = {k: 1e3 * r[k] for k in ("mean_s", "min_s", "max_s", "std_s")}
+    return (f"rate {r['rate_hz']:.3f} Hz  period mean {ms['mean_s']:.3f} ms  min {ms['min_s']:.3f} ms  "
+            f"max {ms['max_s']:.3f} ms  std dev {ms['std_s']:.3f} ms  window {r['window']}  total {r['count']}")
+
+
+@app.command()
+def stop(
+    name: Annotated[str, typer.Argument(help="The live graph.")],
+    now: Annotated[bool, typer.Option("--now", help="Cancel instead of draining.")] = False,
+    wait: Annotated[float, typer.Option(
+        "--wait", metavar="S", help="Seconds to wait for the graph's process to end (0: do not wait).")] = 30.0,
+) -> None:
+    """Close a live graph's inputs, end its sources and let it drain (its process then exits 0);
+    ``--now`` cancels it instead."""
+    info = ask_live(name, "info")
+    ask_live(name, "stop", now=now)
+    if wait > 0 and not _wait_gone(name, info, wait):
+        msg = f"{name} (pid {info['pid']}) still runs after {wait:g} s (flowplex kill {name} ends it)"
+        raise _fail(msg)
+    typer.echo(f"flowplex: {name} {'cancelled' if now else 'stopped'}", err=True)
+
+
+@app.command()
+def kill(name: Annotated[str, typer.Argument(help="The live graph.")]) -> None:
+    """Kill a live graph's process (SIGKILL): nothing drains; its worker processes go with it."""
+    from flowplex.control._paths import socket_path
+
+    info = ask_live(name, "info")
+    pid = int(info["pid"])
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    except PermissionError:
+        msg = f"{name}: not allowed to kill pid {pid}"
+        raise _fail(msg) from None
+    _wait_gone(name, info, 5.0)
+    with contextlib.suppress(OSError):
+        socket_path(name).unlink()
+    typer.echo(f"flowplex: killed {name} (pid {pid})", err=True)
+
+
+def _wait_gone(name: str, info: dict[str, Any], seconds: float) -> bool:
+    """Wait until the graph's process has exited; True when it did."""
+    pid = int(info["pid"])
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        with contextlib.suppress(ChildProcessError, OSError):
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child (a test's): reap it
+                return True
+        time.sleep(0.02)
+    return False
+
+
+@app.command()
+def logs(
+    name: Annotated[str, typer.Argument(help="A graph started with flowplex run -d (live or ended).")],
+    follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the graph ends.")] = False,
+) -> None:
+    """Print the output and log of a graph started in the background (``flowplex run -d``)."""
+    from flowplex.control._paths import check_name, log_path, socket_path
+    from flowplex.control._server import is_live
+    from flowplex.errors import ControlError
+
+    try:
+        path = log_path(check_name(name))
+    except ControlError as exc:
+        raise _fail(exc) from None
+    if not path.exists():
+        msg = f"no log for {name!r} (flowplex run -d writes one; flowplex ps lists the live graphs)"
+        raise _fail(msg)
+    out = sys.stdout.buffer
+    with path.open("rb") as f:
+        while True:
+            chunk = f.read(1 << 16)
+            if chunk:
+                out.write(chunk)
+                out.flush()
+                continue
+            if not follow or not is_live(socket_path(name)):
+                tail = f.read()
+                if tail:
+                    out.write(tail)
+                    out.flush()
+                return
+            try:
+                time.sleep(0.1)
+            except KeyboardInterrupt:
+                return

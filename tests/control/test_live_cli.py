@@ -1,0 +1,161 @@
+"""The live-graph commands end to end: real ``flowplex`` subprocesses, a graph detached with
+``run -d``, its control socket, and what ``ps``, ``top``, ``echo``, ``hz``, ``dot``, ``stop``,
+``kill`` and ``logs`` print."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import time
+from pathlib import Path
+
+from .conftest import SLOW_SOURCE, flowplex, gone
+
+
+def _detach(tmp_path: Path, *args: str, yaml: str = SLOW_SOURCE, file: str = "cam.yaml") -> tuple[str, int]:
+    graph = tmp_path / file
+    graph.write_text(yaml)
+    done = flowplex("run", "-d", *args, str(graph), cwd=tmp_path, check=True)
+    name = done.stdout.strip()
+    info = json.loads(flowplex("ps", "--json", cwd=tmp_path, check=True).stdout)
+    pids = {i["name"]: i["pid"] for i in info}
+    assert name in pids, (name, info)
+    return name, pids[name]
+
+
+def _kill(pid: int) -> None:
+    """Leave no graph behind, whatever failed."""
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def test_a_detached_graph_is_listed_watched_tapped_and_stopped(tmp_path: Path, runtime: Path) -> None:
+    name, pid = _detach(tmp_path)
+    try:
+        assert name == "cam"
+        assert os.getsid(pid) == pid  # its own session: no terminal's SIGHUP reaches it
+        os.kill(pid, signal.SIGHUP)  # and a stray one is ignored
+        ps = flowplex("ps", cwd=tmp_path, check=True).stdout.splitlines()
+        assert ps[0].split() == ["NAME", "KIND", "PID", "STATE", "UPTIME", "NODES", "IN/S", "OUT/S", "ERRORS"]
+        assert ps[1].split()[:6] == ["cam", "graph", str(pid), "RUNNING", ps[1].split()[4], "3"]
+
+        top = json.loads(flowplex("top", name, "--once", "--json", cwd=tmp_path, check=True).stdout)
+        assert [r["node"] for r in top["rows"]] == ["src", "double", "sink"]
+        assert {r["executor"] for r in top["rows"]} == {"default"}
+        assert all(r["worker"] == f"pid {pid}" for r in top["rows"])
+        text = flowplex("top", name, "--once", cwd=tmp_path, check=True).stdout
+        assert re.match(r"cam  RUNNING  nodes 3  in \S+/s  out \S+/s", text), text
+        assert text.splitlines()[1].split() == ["NODE", "IN/S", "OUT/S", "QUEUE", "P50", "P99", "CPU", "EXECUTOR",
+                                                "WORKER", "STATE", "DROPS"]
+
+        echo = flowplex("echo", name, "b", "-n", "5", cwd=tmp_path, check=True)
+        lines = echo.stdout.splitlines()
+        values = [int(line.split("\t")[2]) for line in lines]
+        assert len(values) == 5 and all(v % 2 == 0 for v in values)  # `double`'s output
+        assert [int(line.split("\t")[0].removeprefix("ts=")) for line in lines] == [v // 2 for v in values]
+        assert all(line.split("\t")[1] == "I64" for line in lines)
+        assert values == list(range(values[0], values[0] + 10, 2))  # consecutive: none dropped at 200/s
+        assert echo.stderr.strip() == "flowplex: 5 packet(s) from b; 0 dropped by this client"
+        first = json.loads(flowplex("echo", name, "a", "-n", "1", "--json", cwd=tmp_path, check=True).stdout)
+        assert first["type"] == "I64" and first["ts"] == first["value"]
+
+        hz = json.loads(flowplex("hz", name, "b", "-n", "1", "--period", "1", "--json", cwd=tmp_path,
+                                 check=True).stdout)
+        assert 120 < hz["rate_hz"] < 280, hz  # the source's `rate: 200`
+        assert hz["count"] >= 100 and hz["min_s"] <= hz["mean_s"] <= hz["max_s"]
+
+        dot = flowplex("dot", name, cwd=tmp_path, check=True).stdout
+        assert dot.startswith("digraph") and 'label="double\\n(ScaleKernel' in dot and "/s" in dot  # live rates
+
+        stop = flowplex("stop", name, cwd=tmp_path, check=True)
+        assert stop.stderr.strip() == "flowplex: cam stopped"
+        assert gone(pid)
+        assert json.loads(flowplex("ps", "--json", cwd=tmp_path, check=True).stdout) == []
+        assert not (runtime / "cam.sock").exists()
+        log = flowplex("logs", name, cwd=tmp_path, check=True).stdout
+        assert log.strip() == "flowplex: 0 packet(s) from 0 output(s)"  # drained and exited 0
+    finally:
+        _kill(pid)
+
+
+def test_stop_drains_what_is_in_flight_and_the_output_is_complete(tmp_path: Path, runtime: Path) -> None:
+    yaml = SLOW_SOURCE.replace("  - { name: sink, kernel: SinkKernel, input_ports: [b] }\n", "") + "output_ports: [b]\n"
+    name, pid = _detach(tmp_path, yaml=yaml)
+    time.sleep(0.3)
+    flowplex("stop", name, cwd=tmp_path, check=True)
+    assert gone(pid)
+    lines = flowplex("logs", name, cwd=tmp_path, check=True).stdout.splitlines()
+    printed = [int(line.split("\t")[2]) for line in lines if line.startswith("b\t")]
+    assert printed and printed == [2 * i for i in range(len(printed))]  # every packet, in order, none lost
+    assert lines[-1] == f"flowplex: {len(printed)} packet(s) from 1 output(s)"
+
+
+def test_names_count_up_an_explicit_name_must_be_free_and_kill_leaves_nothing(tmp_path: Path, runtime: Path) -> None:
+    first, pid1 = _detach(tmp_path)
+    second, pid2 = _detach(tmp_path)
+    try:
+        assert (first, second) == ("cam", "cam-2")
+        taken = flowplex("run", "--name", "cam", str(tmp_path / "cam.yaml"), cwd=tmp_path)
+        assert taken.returncode == 2
+        assert re.fullmatch(r"flowplex: error: .*cam\.yaml: a live graph is already named 'cam'; choose another name "
+                            r"\(--name\) or stop it \(flowplex stop cam\)\n", taken.stderr), taken.stderr
+        killed = flowplex("kill", second, cwd=tmp_path, check=True)
+        assert killed.stderr.strip() == f"flowplex: killed cam-2 (pid {pid2})"
+        assert gone(pid2)
+        assert [i["name"] for i in json.loads(flowplex("ps", "--json", cwd=tmp_path, check=True).stdout)] == ["cam"]
+        os.kill(pid1, signal.SIGKILL)  # kill -9 behind flowplex's back: the socket stays until the next ps
+        assert gone(pid1)
+        assert (runtime / "cam.sock").exists()
+        assert flowplex("ps", "--json", cwd=tmp_path, check=True).stdout.strip() == "[]"
+        assert not (runtime / "cam.sock").exists()
+    finally:
+        _kill(pid1)
+        _kill(pid2)
+
+
+def test_stop_now_cancels(tmp_path: Path, runtime: Path) -> None:
+    name, pid = _detach(tmp_path, "--name", "fast")
+    assert name == "fast"
+    assert flowplex("stop", name, "--now", cwd=tmp_path, check=True).stderr.strip() == "flowplex: fast cancelled"
+    assert gone(pid)
+    assert "cancelled" in flowplex("logs", name, cwd=tmp_path, check=True).stdout
+
+
+def test_mistakes_are_one_line(tmp_path: Path, runtime: Path) -> None:
+    graph = tmp_path / "g.yaml"
+    graph.write_text(SLOW_SOURCE)
+    for args, code, pattern in [
+        (("top", "nope", "--once"), 1, r"flowplex: error: no live graph named 'nope' \(none is live: flowplex ps\)"),
+        (("stop", "nope"), 1, r"flowplex: error: no live graph named 'nope' \(none is live: flowplex ps\)"),
+        (("logs", "nope"), 1, r"flowplex: error: no log for 'nope' \(flowplex run -d writes one; .*\)"),
+        (("run", "--name", "bad name", str(graph)), 2, r"flowplex: error: --name: bad graph name 'bad name': .*"),
+        (("run", "-d", "--no-control", str(graph)), 2, r"flowplex: error: --detach needs the control socket.*"),
+        (("dot", "no/such.yaml"), 2, r"flowplex: error: no/such\.yaml is not a file: give a graph's YAML file or "
+                                     r"the name of a live graph \(flowplex ps\)"),
+    ]:
+        done = flowplex(*args, cwd=tmp_path)
+        assert done.returncode == code, (args, done.stderr)
+        assert re.fullmatch(pattern + r"\n", done.stderr), (args, done.stderr)
+    name, pid = _detach(tmp_path, file="g.yaml")
+    try:
+        wrong = flowplex("echo", name, "bb", "-n", "1", cwd=tmp_path)
+        assert wrong.returncode == 1
+        assert wrong.stderr.startswith("flowplex: error: g: no stream named 'bb'; did you mean `b`?"), wrong.stderr
+        near = flowplex("top", "gg", "--once", cwd=tmp_path)
+        assert near.stderr == "flowplex: error: no live graph named 'gg'; did you mean `g`?\n"
+    finally:
+        flowplex("kill", name, cwd=tmp_path)
+        assert gone(pid)
+
+
+def test_a_graph_that_fails_to_start_is_reported_by_run_d(tmp_path: Path, runtime: Path) -> None:
+    graph = tmp_path / "bad.yaml"
+    graph.write_text("nodes:\n  - { name: x, kernel: NoSuchKernel }\n")
+    done = flowplex("run", "-d", str(graph), cwd=tmp_path)
+    assert done.returncode == 2
+    assert "kernel `NoSuchKernel` not registered" in done.stderr
+    assert done.stdout == ""
+    assert not list(runtime.glob("*.log")) and not list(runtime.glob(".starting-*"))
