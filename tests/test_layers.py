@@ -59,7 +59,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
 }
 """Part of flowplex -> the parts it may import at run time (module level or lazily in a function)."""
 
-UNCHECKED = frozenset({"flowplex", "agents", "terminal", "cli", "_deadline", "__main__", "_data"})
+UNCHECKED = frozenset({"flowplex", "agents", "terminal", "cli", "_deadline", "__main__", "_data", "_launch"})
 """Parts above the engine (and the package facade), not in the table; the engine never imports them."""
 
 

@@ -159,3 +159,53 @@ def test_a_graph_that_fails_to_start_is_reported_by_run_d(tmp_path: Path, runtim
     assert "kernel `NoSuchKernel` not registered" in done.stderr
     assert done.stdout == ""
     assert not list(runtime.glob("*.log")) and not list(runtime.glob(".starting-*"))
+
+
+FAST = """
+import sys
+from flowplex._launch import main
+sys.argv = ["flowplex", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    print("exit", exc.code, "typer" in sys.modules, file=sys.stderr)
+"""
+
+
+def test_ps_and_top_once_skip_the_cli_framework_and_print_what_it_prints(tmp_path: Path, runtime: Path) -> None:
+    import subprocess
+    import sys
+
+    name, pid = _detach(tmp_path)
+    try:
+        for args in (["ps"], ["ps", "--json"], ["top", name, "--once"], ["top", "--json", name, "--once"]):
+            fast = subprocess.run([sys.executable, "-c", FAST, *args], capture_output=True, text=True, timeout=30,
+                                  check=False)
+            assert fast.stderr.strip() == "exit 0 False", (args, fast.stderr)  # answered without typer
+            slow = subprocess.run([sys.executable, "-c", "from flowplex.cli import main; main()", *args],
+                                  capture_output=True, text=True, timeout=30, check=False)
+            assert slow.returncode == 0, slow.stderr
+            if "--json" in args:
+                a, b = json.loads(fast.stdout), json.loads(slow.stdout)
+                assert _shape(a) == _shape(b), args
+            else:
+                assert [line.split()[:2] for line in fast.stdout.splitlines()] == \
+                    [line.split()[:2] for line in slow.stdout.splitlines()], args
+        unknown = subprocess.run([sys.executable, "-c", FAST, "top", "nope", "--once"], capture_output=True,
+                                 text=True, timeout=30, check=False)
+        assert unknown.stderr.splitlines() == ["flowplex: error: no live graph named 'nope' (live: cam)",
+                                               "exit 1 False"]
+        other = subprocess.run([sys.executable, "-c", FAST, "ps", "--help"], capture_output=True, text=True,
+                               timeout=30, check=False)
+        assert "Usage: " in other.stdout and other.stderr.strip() == "exit 0 True"  # the CLI's own forms
+    finally:
+        _kill(pid)
+
+
+def _shape(value: object) -> object:
+    """Keys and nesting, without the figures that move between two calls."""
+    if isinstance(value, dict):
+        return {k: _shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shape(v) for v in value]
+    return "number" if value is None or isinstance(value, (int, float)) else type(value).__name__  # None: not timed yet

@@ -54,28 +54,11 @@ def ask_live(name: str, op: str, **args: Any) -> dict[str, Any]:
         raise _fail(msg) from None
 
 
-def _uptime(seconds: float) -> str:
-    s = int(seconds)
-    return f"{s // 86400}d{s % 86400 // 3600:02d}h" if s >= 86400 else (
-        f"{s // 3600}h{s % 3600 // 60:02d}m" if s >= 3600 else f"{s // 60}m{s % 60:02d}s")
-
-
-def _rate(value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 1e6:.1f}M" if value >= 1e6 else f"{value / 1e3:.1f}k" if value >= 1e4 else f"{value:.0f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in [header, *rows]]
-    return "\n".join(lines) + "\n"
-
-
 @app.command()
 def ps(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False) -> None:
     """List this user's live graphs: name, pid, state, uptime, nodes, packets/s in and out, errors."""
     from flowplex.control import live_graphs
+    from flowplex.control._text import ps_text
     from flowplex.errors import ControlError
 
     try:
@@ -85,31 +68,7 @@ def ps(as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False)
     if as_json:
         typer.echo(json.dumps([{k: v for k, v in i.items() if k != "ok"} for i in infos]))
         return
-    rows = [[str(i["name"]), str(i.get("kind", "")), str(i["pid"]), str(i.get("state", "")),
-             _uptime(float(i.get("uptime_s", 0))), str(i.get("nodes", "")), _rate(i.get("in_per_s")),
-             _rate(i.get("out_per_s")), str(i.get("errors", 0))] for i in infos]
-    typer.echo(shown(_table(["NAME", "KIND", "PID", "STATE", "UPTIME", "NODES", "IN/S", "OUT/S", "ERRORS"], rows)),
-               nl=False)
-
-
-def _us(value: int | None) -> str:
-    if value is None:
-        return "-"
-    return f"{value / 1e6:.1f}s" if value >= 1e6 else f"{value / 1e3:.1f}ms" if value >= 1e3 else f"{value}µs"
-
-
-def top_text(name: str, answer: dict[str, Any]) -> str:
-    """``top``'s table as text: a summary line, then one line per node."""
-    s = answer["summary"]
-    head = (f"{name}  {s['state']}  nodes {s['nodes']}  in {_rate(s['in_per_s'])}/s  out {_rate(s['out_per_s'])}/s  "
-            f"queued {answer['queued']}" + (f"/{answer['queue_limit']}" if answer["queue_limit"] else "")
-            + f"  errors {s['errors']}\n")
-    rows = [[r["node"], _rate(r["in_per_s"]), _rate(r["out_per_s"]),
-             f"{r['queued']}/{r['bound']}" if r["bound"] else str(r["queued"]),
-             _us(r["p50_us"]), _us(r["p99_us"]), "-" if r["core"] is None else f"{100 * r['core']:.0f}%",
-             r["executor"], r["worker"], r["state"], str(r["drops"])] for r in answer["rows"]]
-    return head + _table(["NODE", "IN/S", "OUT/S", "QUEUE", "P50", "P99", "CPU", "EXECUTOR", "WORKER", "STATE",
-                          "DROPS"], rows)
+    typer.echo(shown(ps_text(infos)), nl=False)
 
 
 @app.command()
@@ -121,6 +80,7 @@ def top(
 ) -> None:
     """A live table of a graph's nodes: rate, queue against its bound, p50/p99 process() time,
     share of a core, executor and worker, state, drops (refreshed every second; q or Ctrl-C quits)."""
+    from flowplex.control._text import top_text
     from flowplex.errors import ControlError
 
     if not 0.1 <= interval <= 3600:
@@ -152,6 +112,8 @@ def _top_live(client: Any, name: str, interval: float) -> None:
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
+
+    from flowplex.control._text import top_text
 
     console = Console()
     with Live(Text(top_text(name, client.request("top"))), console=console, auto_refresh=False,

@@ -8,12 +8,25 @@ its edges (``_taps``) without slowing it; ``_client`` connects by name and lists
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from ._client import Client as Client
 from ._client import connect as connect
 from ._client import live_graphs as live_graphs
-from ._graph import GraphControl as GraphControl
 from ._paths import runtime_dir as runtime_dir
 from ._server import ControlServer as ControlServer
 from ._server import Session as Session
 
+if TYPE_CHECKING:
+    from ._graph import GraphControl as GraphControl
+
 __all__ = ["Client", "ControlServer", "GraphControl", "Session", "connect", "live_graphs", "runtime_dir"]
+
+
+def __getattr__(name: str) -> Any:
+    # The graph side loads packets (and numpy): a client (`flowplex ps`) does without it.
+    if name == "GraphControl":
+        from ._graph import GraphControl
+
+        return GraphControl
+    raise AttributeError(name)

@@ -120,7 +120,7 @@ def live_graphs(directory: Path | None = None, timeout: float = 1.0) -> list[dic
         return []
     with ThreadPoolExecutor(max_workers=min(16, len(paths))) as pool:
         infos = list(pool.map(lambda p: _info(p, timeout), paths))
-    return [info for info in infos if info is not None]
+    return sorted((info for info in infos if info is not None), key=lambda i: str(i.get("name", "")))
 
 
 def _info(path: Path, timeout: float) -> dict[str, Any] | None:

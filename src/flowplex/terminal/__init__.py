@@ -19,21 +19,24 @@ b'planner | hello world\\n'
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import TYPE_CHECKING
 
-from ._caps import TermCaps as TermCaps
-from ._display import AgentInfo as AgentInfo
-from ._display import Display as Display
-from ._display import agent_type_of as agent_type_of
-from ._layout import View as View
-from ._logmode import LogRenderer as LogRenderer
-from ._proxy import redirect_std_streams as redirect_std_streams
-from ._registry import create_display as create_display
-from ._registry import get_display as get_display
-from ._registry import register_display as register_display
-from ._registry import resolve_mode as resolve_mode
-from ._stats import RenderStats as RenderStats
-from ._writer import Writer as Writer
+if TYPE_CHECKING:
+    from ._caps import TermCaps as TermCaps
+    from ._display import AgentInfo as AgentInfo
+    from ._display import Display as Display
+    from ._display import agent_type_of as agent_type_of
+    from ._layout import View as View
+    from ._logmode import LogRenderer as LogRenderer
+    from ._panes import PaneRenderer as PaneRenderer
+    from ._proxy import redirect_std_streams as redirect_std_streams
+    from ._registry import create_display as create_display
+    from ._registry import get_display as get_display
+    from ._registry import register_display as register_display
+    from ._registry import resolve_mode as resolve_mode
+    from ._stats import RenderStats as RenderStats
+    from ._writer import Writer as Writer
 
 __all__ = [
     "AgentInfo",
@@ -52,16 +55,19 @@ __all__ = [
     "resolve_mode",
 ]
 
-if TYPE_CHECKING:
-    from ._panes import PaneRenderer as PaneRenderer
+_HOMES = {"TermCaps": "_caps", "AgentInfo": "_display", "Display": "_display", "agent_type_of": "_display",
+          "View": "_layout", "LogRenderer": "_logmode", "PaneRenderer": "_panes", "redirect_std_streams": "_proxy",
+          "create_display": "_registry", "get_display": "_registry", "register_display": "_registry",
+          "resolve_mode": "_registry", "RenderStats": "_stats", "Writer": "_writer"}
+"""Where each public name lives. They load on first use: the command line's every command reads
+``_sanitize``, and panes mode needs pyte; neither should pay for the displays (numpy, the ring)."""
 
 
 def __getattr__(name: str) -> object:
-    # Panes mode needs pyte; it is imported on first use so that log mode and the agent
-    # kernels stay light to import.
-    if name == "PaneRenderer":
-        from ._panes import PaneRenderer
-
-        return PaneRenderer
-    msg = f"module 'flowplex.terminal' has no attribute {name!r}"
-    raise AttributeError(msg)
+    home = _HOMES.get(name)
+    if home is None:
+        msg = f"module 'flowplex.terminal' has no attribute {name!r}"
+        raise AttributeError(msg)
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

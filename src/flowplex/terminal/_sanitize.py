@@ -27,7 +27,15 @@ import codecs
 import re
 from typing import Final
 
-from ._text import display_width
+
+def _display_width(text: str) -> int:
+    """``_text.display_width``, imported on first use: the command line reads ``visible_controls``
+    on every run, and the width tables (wcwidth) take longer to load than a ``flowplex ps`` takes."""
+    global _display_width  # rebound once, to the real function
+    from ._text import display_width
+
+    _display_width = display_width
+    return display_width(text)
 
 __all__ = [
     "ALT_SCREEN", "CR", "MAIN_SCREEN", "MAX_SEQUENCE", "NEWLINE", "SCREEN", "TEXT", "VERBATIM", "LogSanitizer", "Op",
@@ -175,7 +183,7 @@ class LogSanitizer:
                 i = end
                 if run:
                     pieces.append(run)
-                    self._column += display_width(run)
+                    self._column += _display_width(run)
                 if eol:
                     if pieces:
                         ops.append((TEXT, "".join(pieces)))
