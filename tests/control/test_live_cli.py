@@ -12,6 +12,8 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
+
 from .conftest import SLOW_SOURCE, flowplex, gone
 
 
@@ -209,3 +211,88 @@ def _shape(value: object) -> object:
     if isinstance(value, list):
         return [_shape(v) for v in value]
     return "number" if value is None or isinstance(value, (int, float)) else type(value).__name__  # None: not timed yet
+
+
+def test_top_refreshes_on_a_terminal_and_q_quits(tmp_path: Path, runtime: Path) -> None:
+    import fcntl
+    import pty
+    import select
+    import struct
+    import subprocess
+    import sys
+    import termios
+
+    import pyte
+
+    name, pid = _detach(tmp_path)
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 110, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "flowplex", "top", name, "--interval", "0.2"], stdin=slave,
+                            stdout=slave, stderr=slave, cwd=tmp_path, start_new_session=True)
+    os.close(slave)
+    screen = pyte.Screen(110, 24)
+    stream = pyte.ByteStream(screen)
+
+    def read_until(predicate: object, seconds: float = 15) -> str:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if select.select([master], [], [], 0.1)[0]:
+                with contextlib.suppress(OSError):
+                    stream.feed(os.read(master, 65536))
+            text = "\n".join(screen.display)
+            if predicate(text):  # type: ignore[operator]
+                return text
+        pytest.fail("the screen never showed it:\n" + "\n".join(screen.display))
+
+    try:
+        shown = read_until(lambda t: "NODE" in t and "double" in t)
+        assert re.search(r"^cam  RUNNING  nodes 3", shown, re.M), shown
+        assert re.search(r"^double +\S+ +\S+ +\S+ +\S+ +\S+ +\S+ +default +pid \d+ ", shown, re.M), shown
+        # It refreshes: `double`'s rate (the source's 200/s) shows once a sample interval passed.
+        read_until(lambda t: re.search(r"^double +(1[5-9]\d|2[0-4]\d) ", t, re.M) is not None)
+        os.write(master, b"q")
+        assert proc.wait(timeout=10) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        os.close(master)
+        _kill(pid)
+
+
+FRAMES = """import numpy as np, flowplex
+
+@flowplex.kernel("TestFrames")
+class Frames(flowplex.Kernel):
+    def __init__(self):
+        self.n = 0
+
+    def process(self, cc):
+        cc.emit(0, flowplex.Packet.from_numpy(np.full((4, 6), self.n, dtype=np.uint8), self.n))
+        self.n += 1
+"""
+
+
+def test_echo_shows_frames_and_writes_their_bytes_with_raw(tmp_path: Path, runtime: Path) -> None:
+    import zlib
+
+    import numpy as np
+
+    (tmp_path / "frames.py").write_text(FRAMES)
+    yaml = ("imports: [frames.py]\nnodes:\n  - { name: cam, kernel: TestFrames, output_ports: [f], rate: 100 }\n"
+            "  - { name: sink, kernel: SinkKernel, input_ports: [f] }\n")
+    name, pid = _detach(tmp_path, yaml=yaml, file="frames.yaml")
+    try:
+        out = tmp_path / "raw"
+        done = flowplex("echo", name, "f", "-n", "3", "--raw", str(out), cwd=tmp_path, check=True)
+        lines = done.stdout.splitlines()
+        assert len(lines) == 3
+        files = sorted(out.iterdir())
+        assert len(files) == 3
+        for line, file in zip(lines, files, strict=True):
+            ts = int(line.split("\t")[0].removeprefix("ts="))
+            data = np.full((4, 6), ts, dtype=np.uint8).tobytes()
+            assert line == f"ts={ts}\tBuffer\tuint8[4x6] 24 B crc32={zlib.crc32(data):08x}"
+            assert file.name.endswith(f"-{ts}.bin") and file.read_bytes() == data
+    finally:
+        _kill(pid)

@@ -13,6 +13,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -109,6 +110,7 @@ def top(
 
 
 def _top_live(client: Any, name: str, interval: float) -> None:
+    """The refreshing table until ``q`` (on a terminal), Ctrl-C, or the graph's end."""
     from rich.console import Console
     from rich.live import Live
     from rich.text import Text
@@ -116,11 +118,38 @@ def _top_live(client: Any, name: str, interval: float) -> None:
     from flowplex.control._text import top_text
 
     console = Console()
-    with Live(Text(top_text(name, client.request("top"))), console=console, auto_refresh=False,
-              screen=console.is_terminal) as live:
-        while True:
-            time.sleep(interval)
+    with _keys() as quit_pressed, Live(Text(top_text(name, client.request("top"))), console=console,
+                                       auto_refresh=False, screen=console.is_terminal) as live:
+        while not quit_pressed(interval):
             live.update(Text(top_text(name, client.request("top"))), refresh=True)
+
+
+@contextlib.contextmanager
+def _keys() -> Iterator[Callable[[float], bool]]:
+    """``wait(seconds) -> True`` once ``q`` was typed; stdin in cbreak mode meanwhile when it is a terminal."""
+    import select
+    import termios
+    import tty
+
+    fd = sys.stdin.fileno() if sys.stdin is not None and sys.stdin.isatty() else -1
+    if fd < 0:
+        def sleep(seconds: float) -> bool:
+            time.sleep(seconds)
+            return False
+
+        yield sleep
+        return
+    saved = termios.tcgetattr(fd)
+    tty.setcbreak(fd)
+
+    def wait(seconds: float) -> bool:
+        ready, _, _ = select.select([fd], [], [], seconds)
+        return bool(ready) and os.read(fd, 64).lower().startswith(b"q")
+
+    try:
+        yield wait
+    finally:
+        termios.tcsetattr(fd, termios.TCSADRAIN, saved)
 
 
 def echo_line(event: dict[str, Any]) -> str:
