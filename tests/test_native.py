@@ -118,6 +118,9 @@ def test_an_edited_source_replaces_its_stale_compiled_twin(tmp_path: Path) -> No
 # codec, which is never compiled: the main run covers them, and here they would add about half a
 # minute each.
 SOURCE_KINDS = [kind for kind in EXECUTOR_KINDS if kind not in ("processes", "loopback")]
+GRAPH_SOURCE_KINDS = ["inline", "delegating"]
+"""The graph suite runs again on the executors that are themselves compiled; on the thread pool
+(plain Python, over the same engine paths as inline) the other suites' run covers it."""
 
 
 @pytest.mark.skipif(not COMPILED_HERE, reason="the whole suite already runs on the Python sources")
@@ -126,9 +129,9 @@ SOURCE_KINDS = [kind for kind in EXECUTOR_KINDS if kind not in ("processes", "lo
     ("suites", "kinds"),
     # In parts of 10 to 20 s here (the graph suite, per kind, is most of it), so
     # that the two test workers share them and none is left running alone at the end.
-    [*((["tests/graph"], [kind]) for kind in SOURCE_KINDS),
+    [*((["tests/graph"], [kind]) for kind in GRAPH_SOURCE_KINDS),
      (["tests/engine", "tests/kernels", "tests/property", "tests/test_lmflow_compat.py"], SOURCE_KINDS)],
-    ids=[*(f"graph-{kind}" for kind in SOURCE_KINDS), "engine-kernels-property-compat"],
+    ids=[*(f"graph-{kind}" for kind in GRAPH_SOURCE_KINDS), "engine-kernels-property-compat"],
 )
 def test_engine_tests_pass_on_the_sources(suites: list[str], kinds: list[str]) -> None:
     result = subprocess.run(
