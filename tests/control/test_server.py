@@ -189,23 +189,25 @@ def test_many_clients_at_once(runtime: Path) -> None:
 def test_a_flood_of_requests_from_a_client_that_never_reads_is_bounded(runtime: Path) -> None:
     with _server() as server:
         sock = _raw(server)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
-        sock.setblocking(False)
-        request = encode({"v": PROTOCOL, "op": "info"})
-        sent = 0
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline:  # until the server stops reading: our send buffer fills
-            try:
-                sent += sock.send(request * 64)
-            except BlockingIOError:
-                break
-        session = next(iter(server._sessions.values()))
-        assert _wait(lambda: session.queued > 0)
-        time.sleep(0.2)
-        assert session.queued <= OUTBOX_LIMIT  # what it costs the server stays bounded
-        with Client(server.path) as other:  # and others are served meanwhile
-            assert other.request("info")["name"] == "t"
-        sock.close()
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            assert _wait(lambda: server.clients == 1)
+            session = next(iter(server._sessions.values()))
+            sock.setblocking(False)
+            request = encode({"v": PROTOCOL, "op": "info"})
+            deadline = time.monotonic() + 3
+            while time.monotonic() < deadline:  # until the server stops reading: our send buffer fills
+                try:
+                    sock.send(request * 64)
+                except BlockingIOError:
+                    break
+            assert _wait(lambda: session.queued > 0)
+            time.sleep(0.2)
+            assert session.queued <= OUTBOX_LIMIT  # what it costs the server stays bounded
+            with Client(server.path) as other:  # and others are served meanwhile
+                assert other.request("info")["name"] == "t"
+        finally:
+            sock.close()
         assert _wait(lambda: server.clients == 0)
 
 

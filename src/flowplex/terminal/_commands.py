@@ -88,6 +88,8 @@ def agents(
     ring_producers: int = 1,
     typing_key: str = "ctrl-a",
     bell: bool = True,
+    detach: bool = False,
+    name: str | None = None,
 ) -> int:
     """Run commands side by side, each in its own PTY and pane: ``-- CMD1 ARGS -- CMD2 ARGS``.
 
@@ -99,7 +101,15 @@ def agents(
     results stay readable). Returns 0 when every command exited 0, else the first failing
     command's status (128+N for a signal) and names the failed ones on stderr; 2 for a usage
     error, 130 after Ctrl-C.
+
+    ``detach``: run them in a background server instead (named ``name``, or ``agents``,
+    ``agents-2``...), print its name and return 0 once it serves (:mod:`._detach`).
     """
+    if detach:
+        from ._detach import start_detached
+
+        return start_detached(argv, name=name, file=file, ring=ring, ring_producers=ring_producers,
+                              typing_key=typing_key, bell=bell)
     entries = _agent_entries(argv, file, ring)
     if entries is None:
         return 2
