@@ -344,3 +344,30 @@ def test_default_names_a_taken_name_and_stopping_under_a_view(runtime: str, term
     finally:
         for name in started:
             stop(name)
+
+
+def test_a_session_in_its_own_terminal_is_live_too(runtime: str) -> None:
+    # `flowplex agents` without -d (log mode here: its output is a pipe) serves ls, send and stop.
+    proc = subprocess.Popen([*CLI, "agents", "--mode", "log", "--name", "fg", "--", *HELLO], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**ENV, "FLOWPLEX_RUNTIME_DIR": runtime})
+    try:
+        wait_until(lambda: any(i["name"] == "fg" for i in live_graphs()), 20, "the session to serve")
+        assert [(r["number"], r["name"]) for r in rows("fg")] == [(1, "sh")]
+        sent = cli("agents", "send", "fg", "1", r"typed here\n")
+        assert sent.returncode == 0, sent.stderr
+        attach = cli("attach", "fg")  # no terminal here, and the session has its own: refused either way
+        assert attach.returncode != 0
+        with connect("fg") as client, pytest.raises(ControlError, match="runs in a terminal of its own"):
+            client.request("attach")
+        wait_until(lambda: rows("fg")[0]["lines"] >= 2, 10, "the typed line to come back")
+        assert cli("stop", "fg").returncode == 0
+        out, _ = proc.communicate(timeout=20)
+        assert out.splitlines()[:3] == ["sh | hello", "sh | typed here", "sh | typed here"], out  # echo, then cat
+        assert "sh | ── stopped (killed by SIGTERM)" in out, out  # it ended because it was stopped
+        assert not (os.path.exists(os.path.join(runtime, "fg.sock")))
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    no_control = cli("agents", "--no-control", "--name", "x", "--", "true")
+    assert no_control.returncode == 2 and "which --no-control turns off: give one of them" in no_control.stderr

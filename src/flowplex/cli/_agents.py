@@ -54,7 +54,10 @@ def agents(
         help="Run the agents in a background server and print its name; see them with flowplex attach NAME.")] = False,
     name: Annotated[str | None, typer.Option(
         "--name", metavar="NAME",
-        help="With -d: the server's name (default: agents, then agents-2, agents-3... when taken).")] = None,
+        help="The session's name for flowplex ps/attach/agents ls/send/stop (default: agents, then agents-2, "
+             "agents-3... when taken).")] = None,
+    control: Annotated[bool, typer.Option(
+        "--control/--no-control", help="Serve the session live (flowplex agents ls/send, stop).")] = True,
 ) -> None:
     """Run commands side by side: flowplex agents -- CMD1 ARGS -- CMD2 ARGS ...
 
@@ -72,14 +75,17 @@ def agents(
     if before and before[0] in SUBCOMMANDS:
         _subcommand(ctx, args)
         return
-    if name is not None and not detach:
-        msg = "agents: --name names a background server: give -d too"
+    if name is not None and not control:
+        msg = "agents: --name names the session's control socket, which --no-control turns off: give one of them"
+        raise usage(msg)
+    if detach and not control:
+        msg = "agents: -d needs the control socket: a background server is reached by its name (drop --no-control)"
         raise usage(msg)
     from flowplex.terminal._commands import agents as run_agents
 
     raise typer.Exit(run_agents(args, mode=mode, file=str(file) if file is not None else None,
                                 ring=ring, ring_producers=ring_producers, typing_key=typing_key, bell=bell,
-                                detach=detach, name=name))
+                                detach=detach, name=name, control=control))
 
 
 def _before_separator(raw: list[str], args: list[str]) -> list[str]:

@@ -311,15 +311,25 @@ def _wait_gone(name: str, info: dict[str, Any], seconds: float) -> bool:
     pid = int(info["pid"])
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if not _alive(pid):
             return True
-        with contextlib.suppress(ChildProcessError, OSError):
-            if os.waitpid(pid, os.WNOHANG)[0] == pid:  # our own child (a test's): reap it
-                return True
         time.sleep(0.02)
     return False
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` still runs: a zombie (exited, its parent has not reaped it yet) does not."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            return f.read().rpartition(")")[2].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
 
 
 @app.command()

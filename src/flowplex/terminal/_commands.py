@@ -90,6 +90,7 @@ def agents(
     bell: bool = True,
     detach: bool = False,
     name: str | None = None,
+    control: bool = True,
 ) -> int:
     """Run commands side by side, each in its own PTY and pane: ``-- CMD1 ARGS -- CMD2 ARGS``.
 
@@ -103,7 +104,9 @@ def agents(
     error, 130 after Ctrl-C.
 
     ``detach``: run them in a background server instead (named ``name``, or ``agents``,
-    ``agents-2``...), print its name and return 0 once it serves (:mod:`._detach`).
+    ``agents-2``...), print its name and return 0 once it serves (:mod:`._detach`). Without it
+    the session is live all the same, under that name (``flowplex agents ls/send/stop NAME``),
+    unless ``control`` is False.
     """
     if detach:
         from ._detach import start_detached
@@ -133,11 +136,22 @@ def agents(
 
     # Orphans of the commands (double forks, setsid daemons) come to us instead of init, and
     # are killed and reaped once the graph stopped: no agent outlives `flowplex agents`.
+    from ..errors import ControlError
+    from ._hub import session_hub
+
+    try:
+        hub = (session_hub(display, graph, name, typing_key=typing_key, bell=bell, source=file or "")
+               if control else None)
+    except ControlError as exc:
+        _say(f"flowplex agents: {exc}")
+        return 2
     reaper = become_subreaper()
     started = time.monotonic()
     try:
         code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
     finally:
+        if hub is not None:
+            hub.close()
         if reaper:
             sweep_orphans()
     if error:

@@ -42,7 +42,7 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Final, final
+from typing import TYPE_CHECKING, Any, Final, final
 
 from ..control import ControlServer, Session
 from ..control._server import OUTBOX_LIMIT
@@ -53,7 +53,10 @@ from ._display import AgentInfo, Display
 from ._history import AgentLog, Cursor
 from ._writer import Writer
 
-__all__ = ["HISTORY_BYTES", "AgentHub", "HubDisplay"]
+if TYPE_CHECKING:
+    from ..graph import Graph
+
+__all__ = ["HISTORY_BYTES", "AgentHub", "HubDisplay", "agent_rows", "session_hub"]
 
 HISTORY_BYTES: Final = 2 * 1024 * 1024
 """Output kept per agent for views that attach later (the oldest goes first)."""
@@ -153,17 +156,8 @@ class HubDisplay(Display):
             return items, lost, agent_log.pty
 
     def rows(self) -> list[dict[str, Any]]:
-        """Every agent as the ``agents`` op shows it: number, stream id, name, type, state, pid,
-        exit code, and what a view needs to draw and control it."""
-        now = self._clock()
-        with self._lock:
-            controls = dict(self._roster.controls)
-        return [{"number": i.number, "sid": i.stream_id, "name": i.name, "type": i.agent_type.name.lower(),
-                 "state": i.state(now), "pid": _pid_of(controls.get(i.stream_id)) if not i.finished else None,
-                 "exit_code": i.exit_code, "finished": i.finished, "ok": i.ok, "note": i.note,
-                 "waiting": i.waiting, "started": i.started, "controllable": i.controllable,
-                 "restarts": i.restarts, "pty": i.pty, "bytes": i.bytes_in, "lines": i.lines}
-                for i in self.agents()]
+        """Every agent as the ``agents`` op shows it (:func:`agent_rows`)."""
+        return agent_rows(self)
 
     # -- sizes ---------------------------------------------------------------------------------
 
@@ -187,6 +181,20 @@ class HubDisplay(Display):
             return self._last_sizes.get(stream_id)
 
 
+def agent_rows(display: Display) -> list[dict[str, Any]]:
+    """Every agent of ``display`` as the ``agents`` op shows it: number, stream id, name, type,
+    state, pid, exit code, and what a view needs to draw and control it."""
+    now = display._clock()
+    with display._lock:
+        controls = dict(display._roster.controls)
+    return [{"number": i.number, "sid": i.stream_id, "name": i.name, "type": i.agent_type.name.lower(),
+             "state": i.state(now), "pid": _pid_of(controls.get(i.stream_id)) if not i.finished else None,
+             "exit_code": i.exit_code, "finished": i.finished, "ok": i.ok, "note": i.note,
+             "waiting": i.waiting, "started": i.started, "controllable": i.controllable,
+             "restarts": i.restarts, "pty": i.pty, "bytes": i.bytes_in, "lines": i.lines}
+            for i in display.agents()]
+
+
 def _pid_of(control: object) -> int | None:
     """The pid of the command behind ``control``: a ``CommandSource``'s control carries its source
     (``_source``, whose ``pid`` is the command's while it runs); other agents have none."""
@@ -198,10 +206,11 @@ def _pid_of(control: object) -> int | None:
 class _View:
     """One attached view: its cursors into the histories, and the pump that streams them."""
 
-    def __init__(self, hub: AgentHub, session: Session) -> None:
+    def __init__(self, hub: AgentHub, display: HubDisplay, session: Session) -> None:
         self.hub = hub
+        self.display = display
         self.session = session
-        starts = hub.display.cursors()
+        starts = display.cursors()
         self.cursors = {sid: cursor for sid, (cursor, _) in starts.items()}
         self.sync_at = {sid: at for sid, (_, at) in starts.items()}
         self.seen = -1
@@ -213,7 +222,7 @@ class _View:
 
     def pump(self) -> bool:
         """Move what is new into the view's outbox, as much as its share allows (server thread)."""
-        hub, session, display = self.hub, self.session, self.hub.display
+        hub, session, display = self.hub, self.session, self.display
         if hub.stopping:
             session.send({"ev": "end", "reason": "stopped"})
             self.ended = True
@@ -250,12 +259,15 @@ class _View:
 
 @final
 class AgentHub:
-    """The control endpoint of a detached agents server (see the module docstring for its ops).
+    """The control endpoint of an agents session (see the module docstring for its ops).
 
-    ``on_stop(now)`` is called (server thread) when a client asks the agents to stop.
+    Over a :class:`HubDisplay` (``flowplex agents -d``) it serves every op; over the display of a
+    session that runs in its own terminal (``flowplex agents``), every op but ``attach`` and
+    ``resize``: that terminal is the one view. ``on_stop(now)`` is called (server thread) when a
+    client asks the agents to stop.
     """
 
-    def __init__(self, display: HubDisplay, name: str, *, exact: bool, typing_key: str, bell: bool,
+    def __init__(self, display: Display, name: str, *, exact: bool, typing_key: str, bell: bool,
                  on_stop: Callable[[bool], None], source: str = "") -> None:
         self.display = display
         self.typing_key = typing_key
@@ -296,39 +308,50 @@ class AgentHub:
 
     # -- ops (server thread) -------------------------------------------------------------------
 
+    @property
+    def _hub(self) -> HubDisplay:
+        """The display, when it keeps histories for views; ``ControlError`` when it is a terminal's."""
+        if not isinstance(self.display, HubDisplay):
+            msg = (f"{self.name} runs in a terminal of its own (flowplex agents without -d): only a background "
+                   f"server (flowplex agents -d) can be attached to")
+            raise ControlError(msg)
+        return self.display
+
     def _sample(self) -> None:
-        self._rates.append((time.monotonic(), self.display.chunks, self.sent))
+        chunks = self.display.chunks if isinstance(self.display, HubDisplay) else 0
+        self._rates.append((time.monotonic(), chunks, self.sent))
 
     def _summary(self) -> dict[str, Any]:
         (t0, in0, out0), (t1, in1, out1) = self._rates[0], self._rates[-1]
         dt = max(t1 - t0, 1e-9)
-        rows = self.display.rows()
+        rows = agent_rows(self.display)
         return {"state": self.state, "source": self.source, "nodes": len(rows),
                 "agents": self.display.agent_states(), "clients": len(self._views),
                 "in_per_s": (in1 - in0) / dt if t1 > t0 else 0.0, "out_per_s": (out1 - out0) / dt if t1 > t0 else 0.0,
                 "errors": sum(1 for r in rows if r["finished"] and not r["ok"]), "error": ""}
 
     def _agents(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
-        return {"agents": self.display.rows()}
+        return {"agents": agent_rows(self.display)}
 
     def _attach(self, session: Session, request: dict[str, Any]) -> None:
+        hub = self._hub
         if id(session) in self._views:
             msg = "this connection is attached already"
             raise ControlError(msg)
-        view = _View(self, session)
+        view = _View(self, hub, session)
         self._views[id(session)] = view
-        session.send({"ok": True, "agents": self.display.rows(), "typing_key": self.typing_key, "bell": self.bell})
+        session.send({"ok": True, "agents": hub.rows(), "typing_key": self.typing_key, "bell": self.bell})
         session.pumps.append(view.pump)
         session.on_close.append(lambda: self._detached(id(session)))
         return None
 
     def _detached(self, key: int) -> None:
         self._views.pop(key, None)
-        self.display.forget_sizes(key)
+        self._hub.forget_sizes(key)
 
     def _agent(self, request: dict[str, Any]) -> int:
         sid = request.get("agent")
-        known = self.display.stream_ids()
+        known = [i.stream_id for i in self.display.agents()]
         if not isinstance(sid, int) or isinstance(sid, bool) or sid not in known:
             msg = f"no agent with stream id {sid!r} (agents: {', '.join(map(str, known)) or 'none'})"
             raise ControlError(msg)
@@ -379,7 +402,7 @@ class AgentHub:
                 msg = f"resize: the size of agent {key} must be [columns, rows] of 1 to {MAX_SIZE}, not {value!r}"
                 raise ControlError(msg)
             parsed[int(key)] = (value[0], value[1])
-        self.display.set_sizes(id(session), parsed)
+        self._hub.set_sizes(id(session), parsed)
         return self._answer(request, {})
 
     def _stop(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
@@ -387,3 +410,17 @@ class AgentHub:
         self.state = "stopping"
         self._on_stop(now)
         return {"stopping": "cancel" if now else "drain"}
+
+
+def session_hub(display: Display, graph: Graph, name: str | None, *, typing_key: str, bell: bool,
+                source: str = "") -> AgentHub:
+    """The control endpoint of an agents session that runs in its own terminal: ``ls``, ``send``
+    and ``stop`` reach it by name (``agents``, ``agents-2``... unless ``name`` is given)."""
+
+    def on_stop(now: bool) -> None:
+        if now:
+            graph.cancel()
+        display.quit_requested.set()
+
+    return AgentHub(display, name or "agents", exact=name is not None, typing_key=typing_key, bell=bell,
+                    on_stop=on_stop, source=source)
