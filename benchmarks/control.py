@@ -12,6 +12,9 @@ Usage: python benchmarks/control.py [--count 300000] [--rounds 5] [--graphs 10]
    ``flowplex run``): the answer time of the library call the commands make
    (``live_graphs()``, one ``top`` request), and the wall time of the commands themselves
    (Python start-up and imports included).
+3. ``flowplex attach``: from starting the command in a pseudo-terminal to its first frame
+   (the first byte it writes after entering the alternate screen), against a background
+   agents server of two agents, one of them with 2,000 lines of history.
 """
 
 from __future__ import annotations
@@ -128,6 +131,40 @@ def answers(graphs: int) -> None:
             p.wait(timeout=10)
 
 
+def attach_first_frame(rounds: int = 5) -> None:
+    import pty
+    import select
+
+    cli = [sys.executable, "-m", "flowplex"]
+    script = "i=0; while [ $i -lt 2000 ]; do i=$((i+1)); echo line $i; done; exec cat"
+    started = subprocess.run([*cli, "agents", "-d", "--name", f"bench{os.getpid()}", "--", "sh", "-c", script,
+                              "--", "sh", "-c", "exec cat"], capture_output=True, text=True, check=True)
+    name = started.stdout.strip()
+    times = []
+    try:
+        time.sleep(1.0)  # the history is written
+        for _ in range(rounds):
+            pid, fd = pty.fork()
+            if pid == 0:
+                os.environ["TERM"] = "xterm-256color"
+                os.execv(sys.executable, [*cli, "attach", name])
+            t0 = time.perf_counter()
+            seen = b""
+            while b"\x1b[?1049h" not in seen or not seen.split(b"\x1b[?1049h", 1)[1]:
+                if select.select([fd], [], [], 10)[0]:
+                    seen += os.read(fd, 65536)
+                else:
+                    break
+            times.append(time.perf_counter() - t0)
+            os.write(fd, b"d")
+            os.waitpid(pid, 0)
+            os.close(fd)
+    finally:
+        subprocess.run([*cli, "stop", name], capture_output=True, check=False)
+    print(f"flowplex attach, start to first frame (median of {rounds}): {1e3 * statistics.median(times):.0f} ms "
+          f"(min {1e3 * min(times):.0f} ms)")
+
+
 def _timed(fn: object) -> float:
     started = time.perf_counter()
     fn()  # type: ignore[operator]
@@ -139,13 +176,15 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=300_000)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--graphs", type=int, default=10)
-    parser.add_argument("--only", choices=("throughput", "answers"))
+    parser.add_argument("--only", choices=("throughput", "answers", "attach"))
     args = parser.parse_args()
     os.environ.setdefault("FLOWPLEX_RUNTIME_DIR", tempfile.mkdtemp(prefix="fpxb", dir="/tmp"))
-    if args.only != "answers":
+    if args.only in (None, "throughput"):
         throughput(args.count, args.rounds)
-    if args.only != "throughput":
+    if args.only in (None, "answers"):
         answers(args.graphs)
+    if args.only in (None, "attach"):
+        attach_first_frame()
 
 
 if __name__ == "__main__":

@@ -1,30 +1,41 @@
 #!/usr/bin/env python3
-"""Screenshots of flowplex's agent terminal for the docs, taken from a real terminal's screen.
+"""Screenshots of flowplex's agent terminal and live-graph commands for the docs, taken from a
+real terminal's screen.
 
-Each shot runs ``flowplex demo`` (from this checkout's ``src/``) inside tmux on a private
-socket, waits for the screen to be ready, and reads tmux's screen back with
+Each shot runs a program (``flowplex demo``, or a shell that types ``flowplex top``, ``echo`` or
+``attach``, from this checkout's ``src/``) inside tmux on a private socket, waits for the screen
+to be ready, and reads tmux's screen back with
 ``capture-pane -e`` (cells with their colours and attributes). The captured rows are replayed
 into a ``pyte`` screen of the same size and its cells are drawn to a PNG with Pillow, cell by
 cell: glyphs from a monospace TTF, box drawing and block elements drawn as lines and rectangles
 so that borders connect, wide characters over two cells.
 
-    python docs/screenshots/make_screenshots.py [--out docs/screenshots] [--scale 2]
+    python docs/screenshots/make_screenshots.py [--out docs/screenshots] [--scale 2] [--only NAME]...
 
-Needs tmux, pyte and Pillow (``pip install 'flowplex[docs]'``). A docs tool, not part of the package.
+The live shots (``top-100x16``, ``echo-100x16``, ``attach-120x36``) first start a detached graph
+or a background agents server in a private runtime directory (``FLOWPLEX_RUNTIME_DIR``), and
+stop everything in it, and remove it, once the shot is taken.
+
+Needs tmux, bash, pyte and Pillow (``pip install 'flowplex[docs]'``). A docs tool, not part of the package.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any, Final
@@ -555,6 +566,10 @@ class Run:
     rows: int
     argv: tuple[str, ...]
     captures: tuple[Capture, ...]
+    env: tuple[tuple[str, str], ...] = ()
+    """Variables the program gets besides the terminal's and ``PYTHONPATH``."""
+    around: Callable[[], AbstractContextManager[object]] | None = None
+    """What must run beside the program (a live graph): entered before the run, left after it."""
 
 
 class Tmux:
@@ -609,12 +624,16 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def pane_command(argv: Sequence[str]) -> str:
+def _pythonpath() -> str:
+    """``PYTHONPATH`` with this checkout's ``src/`` first."""
+    return os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
+
+
+def pane_command(argv: Sequence[str], env: Iterable[tuple[str, str]] = ()) -> str:
     """The shell command tmux runs: ``argv`` in a UTF-8 xterm, importing this checkout's flowplex."""
-    path = os.pathsep.join(p for p in (str(REPO / "src"), os.environ.get("PYTHONPATH", "")) if p)
-    env = ["env", "-u", "NO_COLOR", "TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C.UTF-8", "COLORTERM=truecolor",
-           f"PYTHONPATH={path}"]
-    return shlex.join([*env, *argv])
+    assignments = ["env", "-u", "NO_COLOR", "TERM=xterm-256color", "LANG=C.UTF-8", "LC_ALL=C.UTF-8",
+                   "COLORTERM=truecolor", f"PYTHONPATH={_pythonpath()}", *(f"{k}={v}" for k, v in env)]
+    return shlex.join([*assignments, *argv])
 
 
 def take(run: Run, *, timeout_s: float = 30.0) -> dict[str, ReplayScreen]:
@@ -625,7 +644,7 @@ def take(run: Run, *, timeout_s: float = 30.0) -> dict[str, ReplayScreen]:
     tmux = Tmux(f"flowplex-shots-{os.getpid()}")
     shots: dict[str, ReplayScreen] = {}
     try:
-        tmux.start(run.columns, run.rows, pane_command(run.argv))
+        tmux.start(run.columns, run.rows, pane_command(run.argv, run.env))
         for capture in run.captures:
             if capture.before is not None:
                 _wait(tmux, capture.name, capture.before, timeout_s)
@@ -666,11 +685,171 @@ def _shows(*, status: Sequence[str], top: str = "") -> Callable[[list[str]], boo
     return ready
 
 
+# --------------------------------------------------------------------------------------------
+# Live graphs and background agents, for the shots of flowplex top, echo and attach
+
+LIVE_GRAPH: Final = """\
+# pipeline.yaml (docs/operating.md): a source paced at 200 packets/s, a scale, a text, a sink.
+nodes:
+  - { name: count, kernel: RangeSourceKernel, output_ports: [a], rate: 200, options: { count: 300000 } }
+  - { name: scale, kernel: ScaleKernel, input_ports: [a], output_ports: [b], options: { factor: 3 } }
+  - { name: text, kernel: StringifyKernel, input_ports: [b], output_ports: [c] }
+  - { name: sink, kernel: SinkKernel, input_ports: [c] }
+output_ports: [c]
+"""
+TICKER: Final = 'i=0; while :; do i=$((i+1)); echo "tick $i"; sleep 1; done'
+
+
+class Live:
+    """A private flowplex runtime directory (``FLOWPLEX_RUNTIME_DIR``) for the live shots.
+
+    ``graph()`` and ``agents()`` start a detached graph or a background agents server in it and,
+    on the way out, stop everything live there (SIGKILL where a stop does not end it in time)
+    and remove the directory with its logs: the user's own live graphs are never touched.
+    """
+
+    def __init__(self, runtime: Path) -> None:
+        self.runtime = runtime
+        self.pids: list[int] = []
+        self.env = {**{k: v for k, v in os.environ.items() if k not in ("TMUX", "NO_COLOR")},
+                    "PYTHONPATH": _pythonpath(), "FLOWPLEX_RUNTIME_DIR": str(runtime), "HISTFILE": "/dev/null"}
+
+    @property
+    def pane_env(self) -> tuple[tuple[str, str], ...]:
+        """What the shell in tmux needs to reach the shots' graphs."""
+        return ("FLOWPLEX_RUNTIME_DIR", str(self.runtime)), ("HISTFILE", "/dev/null")
+
+    def shell(self) -> tuple[str, ...]:
+        """An interactive bash with the prompt ``$ `` in which ``flowplex`` is this checkout's CLI."""
+        return "bash", "--rcfile", str(self.runtime / "shots.bashrc"), "-i"
+
+    def flowplex(self, *args: str, timeout_s: float = 60.0) -> subprocess.CompletedProcess[str]:
+        """``flowplex ARGS`` in the private runtime directory."""
+        return subprocess.run([sys.executable, *CLI, *args], capture_output=True, text=True, timeout=timeout_s,
+                              env=self.env, check=False)
+
+    def start(self, *args: str) -> str:
+        """``flowplex ARGS`` that starts something in the background (``run -d``, ``agents -d``): its name."""
+        proc = self.flowplex(*args)
+        if proc.returncode != 0 or not proc.stdout.strip():
+            msg = f"flowplex {shlex.join(args)} failed ({proc.returncode}): {proc.stderr.strip()}"
+            raise SystemExit(msg)
+        name = proc.stdout.split()[-1]
+        self.pids += [int(i["pid"]) for i in self.live() if i["name"] == name]
+        return name
+
+    def live(self) -> list[dict[str, Any]]:
+        """``flowplex ps --json``: what is live in the runtime directory."""
+        proc = self.flowplex("ps", "--json", timeout_s=30.0)
+        return list(json.loads(proc.stdout)) if proc.returncode == 0 and proc.stdout.strip() else []
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[Live]:
+        if shutil.which("bash") is None:
+            msg = "bash is not installed: the live shots type their commands into bash"
+            raise SystemExit(msg)
+        self.runtime.mkdir(mode=0o700, parents=True, exist_ok=True)
+        cli = shlex.join([sys.executable, *CLI])
+        (self.runtime / "shots.bashrc").write_text(
+            f"PS1='$ '\nHISTFILE=/dev/null\nflowplex() {{ {cli} \"$@\"; }}\n", encoding="utf-8")
+        try:
+            yield self
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Stop everything live in the runtime directory, kill what a stop left, remove the directory."""
+        for info in self.live():
+            self.pids.append(int(info["pid"]))
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.flowplex("stop", str(info["name"]), "--wait", "10", timeout_s=20.0)
+        # SIGKILL only what is still ours: it answers on a socket here, or runs with this directory.
+        left = {int(info["pid"]) for info in self.live()} | {pid for pid in self.pids if self._ours(pid)}
+        for pid in left:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
+        self.pids.clear()
+        shutil.rmtree(self.runtime, ignore_errors=True)
+
+    def _ours(self, pid: int) -> bool:
+        """Whether process ``pid`` runs with this runtime directory (not a later process given the pid)."""
+        try:
+            environ = (Path("/proc") / str(pid) / "environ").read_bytes()
+        except OSError:  # gone, or no /proc: the sockets' answers above are all we know
+            return False
+        return f"FLOWPLEX_RUNTIME_DIR={self.runtime}".encode() in environ.split(b"\0")
+
+    @contextlib.contextmanager
+    def graph(self, name: str = "pipeline") -> Iterator[Live]:
+        """A detached graph (``flowplex run -d NAME.yaml``), running until the context ends."""
+        with self._session():
+            path = self.runtime / f"{name}.yaml"
+            path.write_text(LIVE_GRAPH, encoding="utf-8")
+            self.start("run", "-d", str(path))
+            yield self
+
+    @contextlib.contextmanager
+    def agents(self, name: str = "team") -> Iterator[Live]:
+        """A background agents server (``flowplex agents -d``): a Python REPL, a shell and a ticker,
+        with a line typed into the first two (``flowplex agents send``)."""
+        python = "python3" if shutil.which("python3") else sys.executable
+        with self._session():
+            self.start("agents", "-d", "--name", name, "--", python, "-q", "-i", "--", "bash", "--norc", "-i",
+                       "--", "sh", "-c", TICKER)
+            self._wait_waiting(name, 1)
+            self.flowplex("agents", "send", name, "1", "print(6*7)\\n")
+            self.flowplex("agents", "send", name, "2", 'for i in 1 2 3; do echo "step $i"; done\\n')
+            yield self
+
+    def _wait_waiting(self, name: str, agent: int, timeout_s: float = 15.0) -> None:
+        """Until agent number ``agent`` of server ``name`` waits for input (its prompt is up)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            proc = self.flowplex("agents", "ls", name, "--json", timeout_s=30.0)
+            rows = json.loads(proc.stdout)["agents"] if proc.returncode == 0 and proc.stdout.strip() else []
+            if any(r["number"] == agent and r["state"] == "waiting" for r in rows):
+                return
+            time.sleep(0.2)
+        msg = f"agent {agent} of {name} did not wait for input within {timeout_s:.0f} s"
+        raise SystemExit(msg)
+
+
+def _prompt(lines: list[str]) -> bool:
+    return any(line.startswith("$") for line in lines)
+
+
+def _row(start: str, *words: str) -> Callable[[list[str]], bool]:
+    """Ready when a row starts with ``start`` and shows each word."""
+    return lambda lines: any(line.startswith(start) and all(w in line for w in words) for line in lines)
+
+
+def _attached(lines: list[str]) -> bool:
+    """The attached view is up, with what was typed into the REPL and the shell answered."""
+    rows = [line for line in lines if line.strip()]
+    return bool(rows) and "d detach" in rows[-1] and all(any(t in r for r in rows[:-1]) for t in ("42", "step 3"))
+
+
+def live_runs(live: Live) -> list[Run]:
+    """The shots of the live-graph commands: ``flowplex top`` and ``echo`` on a detached graph, and
+    ``flowplex attach`` on a background agents server, each typed into a shell."""
+    shell, env = live.shell(), live.pane_env
+    return [
+        # Rates are over the graph's last samples and p50/p99 need timing, which top turns on: ~3 s.
+        Run(100, 16, shell, (Capture("top-100x16", _row("sink", "µs"), 3.0, keys=("flowplex top pipeline", "Enter"),
+                                     before=_prompt),), env, live.graph),
+        Run(100, 16, shell, (Capture("echo-100x16", _row("flowplex:", "dropped by this client"), 0.5,
+                                     keys=("flowplex echo pipeline b -n 12", "Enter"), before=_prompt),), env,
+            live.graph),
+        Run(120, 36, shell, (Capture("attach-120x36", _attached, 2.0, keys=("flowplex attach team", "Enter"),
+                                     before=_prompt),), env, live.agents),
+    ]
+
+
 def runs(settle_s: float) -> list[Run]:
     """The shots the docs use: the demo's panes at 160x50 and 80x24, one agent zoomed, and
     ``flowplex agents`` with keys typed into a REPL."""
     demo = (sys.executable, *CLI, "demo", "--mode", "panes", "--duration", str(round(settle_s * 2 + 20)))
-    agents = (sys.executable, *CLI, "agents", "--mode", "panes", "-f", str(HERE.parent.parent / "examples" / "agents_team.yaml"))
+    agents = (sys.executable, *CLI, "agents", "--mode", "panes", "-f", str(REPO / "examples" / "agents_team.yaml"))
     return [
         Run(160, 50, demo, (
             Capture("panes-160x50", _shows(status=("flowplex demo", "grid")), settle_s),
@@ -686,6 +865,19 @@ def runs(settle_s: float) -> list[Run]:
     ]
 
 
+def select(all_runs: Sequence[Run], names: Sequence[str] | None) -> list[Run]:
+    """The runs that take the shots ``names`` (every run when none is named), each with only those shots."""
+    if not names:
+        return list(all_runs)
+    known = [c.name for run in all_runs for c in run.captures]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        msg = f"no shot named {', '.join(unknown)} (the shots: {', '.join(known)})"
+        raise SystemExit(msg)
+    chosen = [replace(run, captures=tuple(c for c in run.captures if c.name in names)) for run in all_runs]
+    return [run for run in chosen if run.captures]
+
+
 def main(argv: Iterable[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--out", type=Path, default=HERE, help="folder for the PNGs (default: %(default)s)")
@@ -693,13 +885,26 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--settle", type=float, default=6.0, help="seconds into the demo to take each shot")
     parser.add_argument("--font", type=Path, help="a monospace TTF to use instead of DejaVu Sans Mono")
     parser.add_argument("--text", action="store_true", help="also write each screen as plain text (NAME.txt)")
+    parser.add_argument("--only", action="append", metavar="NAME",
+                        help="take only this shot (repeatable; --list names them)")
+    parser.add_argument("--list", action="store_true", help="print the shots' names and exit")
     args = parser.parse_args(None if argv is None else list(argv))
+    live = Live(Path(tempfile.gettempdir()) / f"flowplex-live-shots-{os.getpid()}")
+    all_runs = [*runs(args.settle), *live_runs(live)]
+    if args.list:
+        for run in all_runs:
+            for capture in run.captures:
+                print(f"{capture.name}  ({run.columns}x{run.rows} cells)")
+        return 0
+    chosen = select(all_runs, args.only)
     if args.font is not None and not args.font.is_file():
         parser.error(f"--font {args.font}: no such file")
     fonts = Fonts.load(scale=args.scale, font=args.font)
     args.out.mkdir(parents=True, exist_ok=True)
-    for run in runs(args.settle):
-        for name, screen in take(run).items():
+    for run in chosen:
+        with run.around() if run.around is not None else nullcontext():
+            shots = take(run)
+        for name, screen in shots.items():
             path = args.out / f"{name}.png"
             render(screen, fonts).save(path, optimize=True)
             if args.text:

@@ -297,3 +297,35 @@ def test_echo_shows_frames_and_writes_their_bytes_with_raw(tmp_path: Path, runti
             assert file.name.endswith(f"-{ts}.bin") and file.read_bytes() == data
     finally:
         _kill(pid)
+
+
+def test_the_yaml_control_key_names_or_silences_a_run(tmp_path: Path, runtime: Path) -> None:
+    name, pid = _detach(tmp_path, yaml="control: lobby\n" + SLOW_SOURCE)
+    try:
+        assert name == "lobby"
+        wrong = flowplex("top", name, "--once", cwd=tmp_path, check=True)
+        assert "lobby  RUNNING" in wrong.stdout
+    finally:
+        _kill(pid)
+    quiet = tmp_path / "quiet.yaml"
+    quiet.write_text("control: false\nnodes:\n  - { name: src, kernel: RangeSourceKernel, output_ports: [a], "
+                     "options: { count: 3 } }\noutput_ports: [a]\n")
+    done = flowplex("run", str(quiet), cwd=tmp_path, check=True)
+    assert done.stdout.count("a\t") == 3
+    name, pid = _detach(tmp_path, yaml="control: false\n" + SLOW_SOURCE, file="quiet-slow.yaml")
+    try:  # a detached graph is reached by its name: -d serves it all the same, and says so in its log
+        assert name == "quiet-slow"
+        log = flowplex("logs", name, cwd=tmp_path, check=True).stdout
+        assert "run -d serves the control socket despite `control: false`" in log
+    finally:
+        _kill(pid)
+
+
+def test_an_agents_session_is_not_asked_for_a_graphs_ops_by_mistake(tmp_path: Path, runtime: Path) -> None:
+    from flowplex.control import ControlServer
+
+    with ControlServer("crew", {"agents": lambda s, r: {}}, dict, kind="agents") as server:
+        del server
+        done = flowplex("top", "crew", "--once", cwd=tmp_path)
+        assert done.returncode == 1
+        assert done.stderr == "flowplex: error: crew: crew is an agents: it has no op 'top' (its ops: agents, info)\n"

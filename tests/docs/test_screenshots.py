@@ -161,3 +161,36 @@ def test_a_screen_that_never_gets_ready_says_what_it_showed(tmux_installed: None
                  (ms.Capture("never", lambda lines: False, 0.0),))
     with pytest.raises(SystemExit, match=r"(?s)never: the screen was not ready after 1 s; it showed:\nTraceback: boom"):
         ms.take(run, timeout_s=1.0)
+
+
+def test_shots_are_chosen_by_name() -> None:
+    live = ms.Live(Path("/nonexistent/runtime"))  # nothing starts until a run's `around` is entered
+    runs = [*ms.runs(6.0), *ms.live_runs(live)]
+    chosen = ms.select(runs, ["zoom-160x50", "echo-100x16"])
+    assert [[c.name for c in r.captures] for r in chosen] == [["zoom-160x50"], ["echo-100x16"]]
+    assert chosen[1].around is not None and ("FLOWPLEX_RUNTIME_DIR", "/nonexistent/runtime") in chosen[1].env
+    assert ms.select(runs, None) == runs
+    with pytest.raises(SystemExit, match=r"no shot named nope \(the shots: panes-160x50, .*attach-120x36\)"):
+        ms.select(runs, ["nope"])
+
+
+def test_a_live_shot_stops_what_it_started(tmp_path: Path) -> None:
+    if shutil.which("bash") is None:
+        pytest.skip("bash is not installed: the live shots type their commands into bash")
+    runtime = tmp_path / "rt"
+    live = ms.Live(runtime)
+    with live.graph():
+        (info,) = live.live()
+        assert info["name"] == "pipeline" and info["state"] == "RUNNING"
+        assert (runtime / "shots.bashrc").is_file() and (runtime / "pipeline.sock").exists()
+        assert live._ours(int(info["pid"])) and not live._ours(os.getpid())
+    assert not ms._alive(int(info["pid"])) or _zombie(int(info["pid"]))
+    assert not live._ours(int(info["pid"])) and not runtime.exists()
+
+
+def _zombie(pid: int) -> bool:
+    """Ended, and not yet reaped by its parent (a detached graph's parent is init)."""
+    try:
+        return (Path("/proc") / str(pid) / "stat").read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except OSError:
+        return True

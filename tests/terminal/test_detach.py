@@ -249,7 +249,7 @@ def test_ls_and_send_reach_the_agents(server: str) -> None:
 
 def test_the_server_is_a_live_graph_of_kind_agents(server: str) -> None:
     info = next(i for i in live_graphs() if i["name"] == server)
-    assert info["kind"] == "agents" and info["nodes"] == 2 and info["state"] == "running"
+    assert info["kind"] == "agents" and info["nodes"] == 2 and info["state"] == "RUNNING"
     assert sum(info["agents"].values()) == 2
 
 

@@ -26,6 +26,15 @@ from ._app import app, usage
 JSON_HELP = "Print JSON for scripts instead of a table."
 
 
+def _sigterm_ends_the_stream() -> None:
+    """SIGTERM (``timeout 5 flowplex echo ...``) ends a stream as Ctrl-C does: with its summary line."""
+
+    def stop(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
+
+
 def _fail(text: object, code: int = 1) -> typer.Exit:
     typer.echo(shown(f"flowplex: error: {text}"), err=True)
     return typer.Exit(code)
@@ -185,6 +194,7 @@ def echo(
             msg = f"--raw {raw}: {exc.strerror or exc}"
             raise usage(msg) from None
     client = _connect(name, timeout=None)
+    _sigterm_ends_the_stream()
     seen, dropped, ended = 0, 0, "the graph went away"
     try:
         client.request("echo", stream=stream, n=count, raw=raw is not None)
@@ -237,6 +247,7 @@ def hz(
         msg = f"--period must be between 0.05 and 60 seconds, not {period}"
         raise usage(msg)
     client = _connect(name, timeout=None)
+    _sigterm_ends_the_stream()
     n = 0
     try:
         client.request("hz", stream=stream, period_s=period)

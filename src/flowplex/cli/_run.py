@@ -219,7 +219,16 @@ def _control_arg(g: Any, name: str | None, control: bool) -> str | bool | None:
         return False
     if name is not None:
         return name
-    return None if isinstance(g.plan.spec.control, str) else True
+    yaml_says = g.plan.spec.control
+    if yaml_says is False:
+        from ._detach import READY_FD_ENV
+
+        if os.environ.get(READY_FD_ENV) is None:
+            return None  # the YAML's own choice
+        typer.echo("flowplex: warning: run -d serves the control socket despite `control: false`: "
+                   "a detached graph is reached by its name", err=True)
+        return True
+    return None if isinstance(yaml_says, str) else True
 
 
 def _drive(g: Any, graph: Path, deadline: Deadline, display: Any, printer: _Printer,

@@ -294,7 +294,7 @@ class GraphModel(_Model):
     control: bool | Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")] | None = Field(
         default=None,
         description=("Serve a live control socket while the graph runs (`flowplex ps/top/echo/stop`): a name, or "
-                     "true for the file's stem. `flowplex run` serves one unless --no-control."),
+                     "true for the file's stem. `flowplex run` serves one unless this is false or --no-control."),
     )
 
 

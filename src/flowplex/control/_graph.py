@@ -9,6 +9,7 @@ on when it first asks (p50/p99 and a core's share need it): a graph nobody watch
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -83,12 +84,33 @@ class GraphControl:
     def _summary(self) -> dict[str, Any]:
         before, now = self._pair()
         dt = max((now.taken_ns - before.taken_ns) / 1e9, 1e-9)
+        (in0, out0), (in1, out1) = self._flow(before), self._flow(now)
         return {"state": now.state, "source": self._source, "nodes": len(now.nodes),
-                "in_per_s": (sum(n.packets_in for n in now.nodes) - sum(n.packets_in for n in before.nodes)) / dt,
-                "out_per_s": (sum(n.packets_out for n in now.nodes) - sum(n.packets_out for n in before.nodes)) / dt,
+                "in_per_s": (in1 - in0) / dt, "out_per_s": (out1 - out0) / dt,
                 "errors": sum(n.errors for n in now.nodes) + (1 if now.error and not any(n.errors for n in now.nodes)
                                                               else 0),
                 "error": now.error}
+
+    def _flow(self, stats: GraphStats) -> tuple[int, int]:
+        """Packets into the graph (what its sources emit and its entry nodes take from graph inputs)
+        and out of it (what its sinks take and the producers of graph outputs send), so far."""
+        entry, exit_in, exit_out = self._ends
+        nodes = stats.nodes
+        return (sum(nodes[i].packets_out if nodes[i].is_source else nodes[i].packets_in for i in entry),
+                sum(nodes[i].packets_in for i in exit_in) + sum(nodes[i].packets_out for i in exit_out))
+
+    @functools.cached_property
+    def _ends(self) -> tuple[list[int], list[int], list[int]]:
+        """Node indexes: the entry nodes (sources, consumers of graph inputs), the sinks (no
+        outputs) and the producers of graph outputs."""
+        stats = self._samples[0]
+        index = {n.node_name: i for i, n in enumerate(stats.nodes)}
+        fed = {index[c[0]] for e in stats.edges if e.is_graph_input for c in e.consumers if c[0] in index}
+        entry = sorted({i for i, n in enumerate(stats.nodes) if n.is_source} | fed)
+        producers = {e.producer for e in stats.edges if e.producer is not None}
+        sinks = [i for i, n in enumerate(stats.nodes) if n.node_name not in producers]
+        to_outputs = sorted({index[e.producer] for e in stats.edges if e.is_graph_output and e.producer in index})
+        return entry, sinks, [i for i in to_outputs if i not in sinks]
 
     def _top(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("timing", True) and self._graph.stats().stats_level != "full":
@@ -222,7 +244,8 @@ def node_rows(before: GraphStats, now: GraphStats, workers: dict[str, str]) -> l
             "in_per_s": (n.packets_in - o.packets_in) / dt, "out_per_s": (n.packets_out - o.packets_out) / dt,
             "queued": n.queued, "bound": (depth.capacity or depth.fixed) if depth is not None else 0,
             "p50_us": n.p50_us, "p99_us": n.p99_us,
-            "core": (n.total_process_us - o.total_process_us) / 1e6 / dt if now.stats_level == "full" else None,
+            "core": ((n.total_process_us - o.total_process_us) / 1e6 / dt
+                     if before.stats_level == "full" and now.stats_level == "full" else None),  # timed throughout
             "state": state_text(n, now, blocked_on.get(n.node_name)),
             "drops": sum(p.dropped for p in n.ports), "errors": n.errors,
         })

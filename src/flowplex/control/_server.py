@@ -253,13 +253,20 @@ class ControlServer:
         op = request.get("op")
         handler = self.handlers.get(op) if isinstance(op, str) else None
         if handler is None:
-            session.send({"ok": False, "error": f"unknown op {op!r}{did_you_mean(str(op), list(self.handlers))}"})
+            ops = sorted(self.handlers)
+            hint = "" if op in KNOWN_OPS else did_you_mean(str(op), ops)  # another kind's op is no typo
+            if hint:
+                text = f"unknown op {op!r}{hint}"
+            else:
+                text = (f"{self.name} is {_article(self.kind)} {self.kind}: it has no op {op!r} "
+                        f"(its ops: {', '.join(ops)})")
+            session.send({"ok": False, "error": text})
             return
         try:
             answer = handler(session, request)
         except (ControlError, ValueError, KeyError, TypeError) as exc:
-            text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-            session.send({"ok": False, "error": str(text)})
+            reason = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # (KeyError's str quotes)
+            session.send({"ok": False, "error": str(reason)})
             return
         except Exception as exc:
             log.exception("control op %r failed", op)
@@ -331,6 +338,15 @@ class ControlServer:
             self._sel.unregister(session.sock)
         session.sock.close()
         session.outbox.clear()
+
+
+KNOWN_OPS: Final = frozenset({"info", "top", "echo", "hz", "dot", "stop", "agents", "attach", "input", "action",
+                              "resize"})
+"""The ops of every kind of endpoint (a graph's, an agents session's)."""
+
+
+def _article(word: str) -> str:
+    return "an" if word[:1] in "aeiou" else "a"
 
 
 def _flush(session: Session, timeout: float = 0.2) -> None:

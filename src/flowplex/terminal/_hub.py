@@ -274,7 +274,7 @@ class AgentHub:
         self.bell = bell
         self.source = source
         self.stopping = False
-        self.state = "running"
+        self.state = "RUNNING"
         self.sent = 0
         self._on_stop = on_stop
         self._views: dict[int, _View] = {}
@@ -407,7 +407,7 @@ class AgentHub:
 
     def _stop(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         now = bool(request.get("now", False))
-        self.state = "stopping"
+        self.state = "STOPPING"
         self._on_stop(now)
         return {"stopping": "cancel" if now else "drain"}
 

@@ -124,7 +124,7 @@ def _run(graph: Graph, display: HubDisplay, hub: AgentHub, cancel: threading.Eve
             _ready(ready_fd, hub.name)
             while not display.quit_requested.is_set() and graph.state != GraphState.TERMINATED:
                 display.quit_requested.wait(0.1)
-            hub.state = "stopping"
+            hub.state = "STOPPING"
             if cancel.is_set():
                 graph.cancel()
             commands._drain(graph, display)
