@@ -1,9 +1,11 @@
-"""The ``flowplex`` console script: ``ps`` and ``top NAME --once`` answered at once, the rest by the CLI.
+"""The ``flowplex`` console script: ``ps``, ``top NAME --once`` and ``attach NAME`` start at once,
+the rest by the CLI.
 
 Loading the command-line framework (typer, click, rich) takes longer than asking ten live graphs
-how they are; the two commands scripts and status bars poll are parsed here, in their plain
-forms, and print what ``flowplex.cli`` would print. Any other form (``--help``, a typo, another
-command) goes to ``flowplex.cli.main``, which owns the command line.
+how they are, or than drawing an attached terminal's first frame: the commands scripts and
+status bars poll, and ``attach``, are parsed here in their plain forms and do what
+``flowplex.cli`` would do. Any other form (``--help``, an option, a typo, another command) goes
+to ``flowplex.cli.main``, which owns the command line.
 """
 
 from __future__ import annotations
@@ -30,6 +32,13 @@ def _fast(args: list[str]) -> int | None:
     from flowplex.errors import ControlError
 
     flags = {a for a in args[1:] if a.startswith("-")}
+    if args[:1] == ["attach"] and len(args) == 2 and not flags:
+        from flowplex.control._paths import NAME_RE
+
+        if NAME_RE.fullmatch(args[1]):
+            from flowplex.terminal._attach import attach
+
+            return attach(args[1])
     try:
         if args[:1] == ["ps"] and len(args) == 1 + len(flags) and flags <= {"--json"}:
             from flowplex.control._client import live_graphs

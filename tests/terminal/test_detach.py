@@ -30,6 +30,11 @@ from flowplex.errors import ControlError
 from flowplex.terminal._history import CAN, AgentLog
 
 CLI = [sys.executable, "-c", "from flowplex.cli import main; main()"]
+LAUNCH = [sys.executable, "-c",
+          "import sys\nfrom flowplex._launch import main\nsys.argv = ['flowplex', *sys.argv[1:]]\n"
+          "try:\n    main()\nfinally:\n    print('typer was ' + ('loaded' if 'typer' in sys.modules else 'not loaded'),"
+          " file=sys.stderr)"]
+"""The console script's way in (``flowplex._launch``), saying at exit whether it loaded the CLI framework."""
 ENV = {**os.environ, "LANG": "C.UTF-8", "TERM": "xterm-256color", "PYTHONUNBUFFERED": "1"}
 ENV.pop("NO_COLOR", None)
 NAME = "crew"
@@ -138,7 +143,7 @@ def server(runtime: str) -> Iterator[str]:
 class Terminal:
     """``flowplex attach`` in a real PTY of ``columns`` x ``rows``; its output drives a pyte screen."""
 
-    def __init__(self, name: str, columns: int = 120, rows: int = 32) -> None:
+    def __init__(self, name: str, columns: int = 120, rows: int = 32, command: list[str] = CLI) -> None:
         self.columns, self.rows = columns, rows
         self.screen = pyte.Screen(columns, rows)
         self.stream = pyte.ByteStream(self.screen)
@@ -147,7 +152,7 @@ class Terminal:
         self.started = time.monotonic()
         self.first_frame: float | None = None
         env = {**ENV, "FLOWPLEX_RUNTIME_DIR": os.environ["FLOWPLEX_RUNTIME_DIR"]}
-        self.proc = PtyProcess.spawn([*CLI, "attach", name], env=env, dimensions=(rows, columns))
+        self.proc = PtyProcess.spawn([*command, "attach", name], env=env, dimensions=(rows, columns))
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
 
@@ -277,7 +282,7 @@ def test_commands_after_the_separator_are_never_subcommands(runtime: str) -> Non
 
 
 def test_detach_reattach_and_a_killed_terminal_lose_nothing(server: str, terminals: list[Terminal]) -> None:
-    first = Terminal(server)
+    first = Terminal(server, command=LAUNCH)  # as the console script starts it: without typer
     terminals.append(first)
     screen = first.wait_for("hello", "count", "d detach")
     assert "flowplex attach crew" in screen.splitlines()[-1]
@@ -286,6 +291,7 @@ def test_detach_reattach_and_a_killed_terminal_lose_nothing(server: str, termina
     first.send(b"d")
     assert first.wait_exit() == 0
     assert "detached from crew" in first.after_exit()
+    assert "typer was not loaded" in first.after_exit()
 
     lines = rows(server)[1]["lines"]
     wait_until(lambda: rows(server)[1]["lines"] > lines, 5.0, "the counter to go on after the detach")

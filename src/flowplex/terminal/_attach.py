@@ -14,12 +14,11 @@ reader.
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 from collections.abc import Callable
 from contextlib import ExitStack
 from typing import Any, Final
-
-import typer
 
 from ..control import Client
 from ..errors import ControlError, UsageError
@@ -283,4 +282,6 @@ def attach(name: str, *, typing_key: str | None = None, bell: bool | None = None
 
 
 def _say(text: str) -> None:
-    typer.echo(visible_controls(text), err=True)
+    """One line on standard error (after the view left the screen), foreign text in it shown."""
+    sys.stderr.write(visible_controls(text) + "\n")
+    sys.stderr.flush()

@@ -15,8 +15,6 @@ from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Final
 
-import typer
-
 from ..errors import FlowplexError, GraphCancelled, UsageError
 from ._caps import TermCaps
 from ._display import AgentInfo, Display
@@ -292,11 +290,15 @@ def summary(what: str, st: RenderStats, elapsed_s: float) -> str:
 def _say(text: str) -> None:
     """One line on standard error; foreign text in it (argv, a file's names, an engine error)
     has its control characters shown, not obeyed."""
+    import typer  # (on first use: `flowplex attach` starts without the CLI framework)
+
     typer.echo(visible_controls(text), err=True)
 
 
 def _echo(display: Display, text: str) -> None:
     """Print the summary, unless the reader of standard output went away (then stay quiet)."""
+    import typer  # (on first use: `flowplex attach` starts without the CLI framework)
+
     if display.writer.broken:
         _silence_stdout()
         return

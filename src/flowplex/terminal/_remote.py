@@ -8,8 +8,6 @@ import json
 from collections.abc import Sequence
 from typing import Any, Final
 
-import typer
-
 from .._suggest import did_you_mean
 from ..control import Client, connect
 from ..errors import ControlError
@@ -85,6 +83,8 @@ def text_keys(text: str) -> bytes:
 
 def agents_ls(name: str, *, as_json: bool) -> int:
     """Print the agents of server ``name``: number, name, state, pid, exit code. Exit code."""
+    import typer  # (on first use: `flowplex attach` starts without the CLI framework)
+
     try:
         client, info = open_agents(name)
         with client:
@@ -108,6 +108,8 @@ def agents_ls(name: str, *, as_json: bool) -> int:
 def agents_send(name: str, agent: str, text: str, *, as_json: bool) -> int:
     """Type ``text`` (see :func:`text_keys`) into ``agent`` of server ``name``. Exit code: 0, 2
     for an agent that is not there, 1 for anything else (no server, an agent that does not run)."""
+    import typer  # (on first use: `flowplex attach` starts without the CLI framework)
+
     keys = text_keys(text)
     try:
         client, info = open_agents(name)
@@ -134,4 +136,6 @@ def agents_send(name: str, agent: str, text: str, *, as_json: bool) -> int:
 
 
 def _say(text: str) -> None:
+    import typer  # (on first use: `flowplex attach` starts without the CLI framework)
+
     typer.echo(visible_controls(text), err=True)
