@@ -16,7 +16,7 @@ SUBCOMMANDS: Final = ("send", "ls")
 """Words that, first on the command line and before any ``--``, name a subcommand: the agents'
 own commands always come after ``--``."""
 _RAW_ARGS: Final = "flowplex.agents.raw_args"
-SERVER_HELP: Final = "The background server (flowplex agents -d printed its name; see flowplex ps)."
+SERVER_HELP: Final = "The agents session (flowplex agents -d printed its name; flowplex ps lists them)."
 
 
 class _AgentsCommand(typer.core.TyperCommand):
@@ -134,7 +134,7 @@ def _send(
         metavar="TEXT", help="What to type; \\n is Enter, \\\\ a backslash (after -- when it starts with -).")],
     as_json: Annotated[bool, typer.Option("--json", help="Print what was sent as JSON.")] = False,
 ) -> None:
-    """Type TEXT into AGENT of the background server NAME (exit 2 when there is no such agent)."""
+    """Type TEXT into AGENT of the agents session NAME (exit 2 when there is no such agent)."""
     from flowplex.terminal._remote import agents_send
 
     raise typer.Exit(agents_send(name, agent, text, as_json=as_json))
@@ -145,7 +145,7 @@ def _ls(
     name: Annotated[str, typer.Argument(metavar="NAME", help=SERVER_HELP)],
     as_json: Annotated[bool, typer.Option("--json", help="Print the agents as JSON.")] = False,
 ) -> None:
-    """List the agents of the background server NAME: number, name, state, pid, exit code."""
+    """List the agents of the agents session NAME: number, name, state, pid, exit code."""
     from flowplex.terminal._remote import agents_ls
 
     raise typer.Exit(agents_ls(name, as_json=as_json))
