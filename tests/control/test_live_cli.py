@@ -69,6 +69,8 @@ def test_a_detached_graph_is_listed_watched_tapped_and_stopped(tmp_path: Path, r
         assert 120 < hz["rate_hz"] < 280, hz  # the source's `rate: 200`
         assert hz["count"] >= 100 and hz["min_s"] <= hz["mean_s"] <= hz["max_s"]
 
+        as_json = json.loads(flowplex("dot", name, "--json", cwd=tmp_path, check=True).stdout)
+        assert as_json["dot"].startswith("digraph")
         dot = flowplex("dot", name, cwd=tmp_path, check=True).stdout
         assert dot.startswith("digraph") and 'label="double\\n(ScaleKernel' in dot and "/s" in dot  # live rates
 
@@ -79,6 +81,8 @@ def test_a_detached_graph_is_listed_watched_tapped_and_stopped(tmp_path: Path, r
         assert not (runtime / "cam.sock").exists()
         log = flowplex("logs", name, cwd=tmp_path, check=True).stdout
         assert log.strip() == "flowplex: 0 packet(s) from 0 output(s)"  # drained and exited 0
+        record = json.loads(flowplex("logs", name, "--json", cwd=tmp_path, check=True).stdout)
+        assert record == {"name": "cam", "path": str(runtime / "cam.log"), "live": False, "log": log}
     finally:
         _kill(pid)
 
@@ -104,8 +108,8 @@ def test_names_count_up_an_explicit_name_must_be_free_and_kill_leaves_nothing(tm
         assert taken.returncode == 2
         assert re.fullmatch(r"flowplex: error: .*cam\.yaml: a live graph is already named 'cam'; choose another name "
                             r"\(--name\) or stop it \(flowplex stop cam\)\n", taken.stderr), taken.stderr
-        killed = flowplex("kill", second, cwd=tmp_path, check=True)
-        assert killed.stderr.strip() == f"flowplex: killed cam-2 (pid {pid2})"
+        killed = flowplex("kill", second, "--json", cwd=tmp_path, check=True)
+        assert json.loads(killed.stdout) == {"name": "cam-2", "pid": pid2, "killed": True, "ended": True}
         assert gone(pid2)
         assert [i["name"] for i in json.loads(flowplex("ps", "--json", cwd=tmp_path, check=True).stdout)] == ["cam"]
         os.kill(pid1, signal.SIGKILL)  # kill -9 behind flowplex's back: the socket stays until the next ps
@@ -121,7 +125,8 @@ def test_names_count_up_an_explicit_name_must_be_free_and_kill_leaves_nothing(tm
 def test_stop_now_cancels(tmp_path: Path, runtime: Path) -> None:
     name, pid = _detach(tmp_path, "--name", "fast")
     assert name == "fast"
-    assert flowplex("stop", name, "--now", cwd=tmp_path, check=True).stderr.strip() == "flowplex: fast cancelled"
+    stopped = flowplex("stop", name, "--now", "--json", cwd=tmp_path, check=True)
+    assert json.loads(stopped.stdout) == {"name": "fast", "pid": pid, "stopping": "cancel", "ended": True}
     assert gone(pid)
     assert "cancelled" in flowplex("logs", name, cwd=tmp_path, check=True).stdout
 

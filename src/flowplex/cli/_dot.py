@@ -3,6 +3,7 @@ of a live graph instead of a file, its live diagnostics graph."""
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -27,6 +28,7 @@ def dot_command(
                                                         help=SET_HELP)] = None,
     imports: Annotated[list[str] | None, typer.Option("--import", metavar="MODULE|FILE.py",
                                                       help=IMPORT_HELP)] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print {\"dot\": TEXT} for scripts.")] = False,
 ) -> None:
     """Print a graph as Graphviz DOT (without running it), or render it to SVG. Given the name of a
     live graph, its live diagnostics graph: states, queues and rates now."""
@@ -44,7 +46,7 @@ def dot_command(
     else:
         text = _live_dot(graph, view or "diagnostics", bool(overrides or imports))
     if svg is None:
-        sys.stdout.write(shown(text))
+        sys.stdout.write(json.dumps({"dot": text}) + "\n" if as_json else shown(text))
         return
     try:
         svg.write_bytes(render_svg(text))

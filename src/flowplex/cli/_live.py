@@ -286,19 +286,28 @@ def stop(
     now: Annotated[bool, typer.Option("--now", help="Cancel instead of draining.")] = False,
     wait: Annotated[float, typer.Option(
         "--wait", metavar="S", help="Seconds to wait for the graph's process to end (0: do not wait).")] = 30.0,
+    as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON.")] = False,
 ) -> None:
     """Close a live graph's inputs, end its sources and let it drain (its process then exits 0);
     ``--now`` cancels it instead."""
     info = ask_live(name, "info")
     ask_live(name, "stop", now=now)
-    if wait > 0 and not _wait_gone(name, info, wait):
+    ended = _wait_gone(name, info, wait) if wait > 0 else None
+    if as_json:
+        typer.echo(json.dumps({"name": name, "pid": info["pid"], "stopping": "cancel" if now else "drain",
+                               "ended": ended}))
+    if ended is False:
         msg = f"{name} (pid {info['pid']}) still runs after {wait:g} s (flowplex kill {name} ends it)"
         raise _fail(msg)
-    typer.echo(f"flowplex: {name} {'cancelled' if now else 'stopped'}", err=True)
+    if not as_json:
+        typer.echo(f"flowplex: {name} {'cancelled' if now else 'stopped'}", err=True)
 
 
 @app.command()
-def kill(name: Annotated[str, typer.Argument(help="The live graph.")]) -> None:
+def kill(
+    name: Annotated[str, typer.Argument(help="The live graph.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print what happened as JSON.")] = False,
+) -> None:
     """Kill a live graph's process (SIGKILL): nothing drains; its worker processes go with it."""
     from flowplex.control._paths import socket_path
 
@@ -311,10 +320,13 @@ def kill(name: Annotated[str, typer.Argument(help="The live graph.")]) -> None:
     except PermissionError:
         msg = f"{name}: not allowed to kill pid {pid}"
         raise _fail(msg) from None
-    _wait_gone(name, info, 5.0)
+    ended = _wait_gone(name, info, 5.0)
     with contextlib.suppress(OSError):
         socket_path(name).unlink()
-    typer.echo(f"flowplex: killed {name} (pid {pid})", err=True)
+    if as_json:
+        typer.echo(json.dumps({"name": name, "pid": pid, "killed": True, "ended": ended}))
+    else:
+        typer.echo(f"flowplex: killed {name} (pid {pid})", err=True)
 
 
 def _wait_gone(name: str, info: dict[str, Any], seconds: float) -> bool:
@@ -347,6 +359,7 @@ def _alive(pid: int) -> bool:
 def logs(
     name: Annotated[str, typer.Argument(help="A graph started with flowplex run -d (live or ended).")],
     follow: Annotated[bool, typer.Option("--follow", "-f", help="Keep printing until the graph ends.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the log so far as one JSON object.")] = False,
 ) -> None:
     """Print the output and log of a graph started in the background (``flowplex run -d``)."""
     from flowplex.control._paths import check_name, log_path, socket_path
@@ -360,6 +373,13 @@ def logs(
     if not path.exists():
         msg = f"no log for {name!r} (flowplex run -d writes one; flowplex ps lists the live graphs)"
         raise _fail(msg)
+    if as_json:
+        if follow:
+            msg = "--json prints the log so far: it does not follow (drop -f)"
+            raise usage(msg)
+        typer.echo(json.dumps({"name": name, "path": str(path), "live": is_live(socket_path(name)),
+                               "log": path.read_text(encoding="utf-8", errors="replace")}))
+        return
     out = sys.stdout.buffer
     with path.open("rb") as f:
         while True:
