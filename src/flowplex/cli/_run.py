@@ -74,15 +74,7 @@ def run(
     (a failing import too), 130 Ctrl-C.
     """
     check_view("--dot-view", dot_view)
-    if name is not None:
-        _check_control_name(name, control)
-    if detach:
-        if not control:
-            msg = "--detach needs the control socket: a detached graph is reached by its name (drop --no-control)"
-            raise usage(msg)
-        from ._detach import detach_run
-
-        raise typer.Exit(detach_run(graph, name))
+    _check_control(graph, name, control, detach)
     setup_logging()
     watch_ctrl_c()
     deadline = Deadline(check_timeout(timeout), graph)
@@ -95,10 +87,7 @@ def run(
     deadline.step = "preparing the run"
     printer = _Printer(_open_output(output))
     sink = printer.sink
-    if sink is not None:
-        from flowplex._deadline import locked_flush
-
-        deadline.flush = locked_flush(printer.line_lock, sink)
+    _flush_at_deadline(deadline, printer)
     if trace is not None:
         g.enable_tracing()
     with contextlib.ExitStack() as stack:
@@ -111,19 +100,34 @@ def run(
             server = _serve_metrics(g, metrics_port, metrics_host)
             stack.callback(server.close)
             typer.echo(f"flowplex: metrics on {server.url}", err=True)
-        display = _live_display(g, live, sink)
-        if display is not None:
-            stack.enter_context(display)
-        code = _drive(g, graph, deadline, display, printer, _control_arg(g, name, control))
-        deadline.step = "closing"
-        if display is not None:
-            display.stop()
-        if sink is not None:
-            sink.flush()
+        code = _run_live(g, graph, deadline, printer, stack, live, _control_arg(g, name, control))
         code = _write_artifacts(g, graph, dot, dot_view, trace, show_stats) or code
     if code:
         raise typer.Exit(code)
     typer.echo(f"flowplex: {printer.count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
+
+
+def _flush_at_deadline(deadline: Deadline, printer: _Printer) -> None:
+    """With ``--output``: what was printed reaches the file even when the deadline ends the process."""
+    if printer.sink is not None:
+        from flowplex._deadline import locked_flush
+
+        deadline.flush = locked_flush(printer.line_lock, printer.sink)
+
+
+def _run_live(g: Any, graph: Path, deadline: Deadline, printer: _Printer, stack: contextlib.ExitStack,
+              live: bool | None, control: str | bool | None) -> int:
+    """Drive the graph under the live table (when shown); the exit code, outputs flushed."""
+    display = _live_display(g, live, printer.sink)
+    if display is not None:
+        stack.enter_context(display)
+    code = _drive(g, graph, deadline, display, printer, control)
+    deadline.step = "closing"
+    if display is not None:
+        display.stop()
+    if printer.sink is not None:
+        printer.sink.flush()
+    return code
 
 
 def _use_ray_address(address: str) -> None:
@@ -196,6 +200,19 @@ def _live_display(g: Any, live: bool | None, sink: IO[str] | None) -> Any:
     from flowplex.diagnostics._live import LiveDisplay
 
     return LiveDisplay(g, Console(stderr=True), redirect_stdout=sink is None and sys.stdout.isatty())
+
+
+def _check_control(graph: Path, name: str | None, control: bool, detach: bool) -> None:
+    """Check ``--name`` and ``--no-control``; with ``--detach``, run in the background and exit."""
+    if name is not None:
+        _check_control_name(name, control)
+    if detach:
+        if not control:
+            msg = "--detach needs the control socket: a detached graph is reached by its name (drop --no-control)"
+            raise usage(msg)
+        from ._detach import detach_run
+
+        raise typer.Exit(detach_run(graph, name))
 
 
 def _check_control_name(name: str, control: bool) -> None:

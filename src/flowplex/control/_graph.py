@@ -23,6 +23,7 @@ from ._taps import ECHO_BUFFER, EchoTap, RateTap
 
 if TYPE_CHECKING:
     from ..diagnostics import GraphStats, NodeStats
+    from ..engine._engine import Engine
     from ..graph import Graph
 
 __all__ = ["GraphControl", "node_rows"]
@@ -40,8 +41,9 @@ SAMPLE_S: Final = 1.0
 class GraphControl:
     """The control endpoint of one graph; ``close`` removes it (the graph's ``close`` does too)."""
 
-    def __init__(self, graph: Graph, name: str, *, exact: bool = True, source: str = "") -> None:
+    def __init__(self, graph: Graph, engine: Engine, name: str, *, exact: bool = True, source: str = "") -> None:
         self._graph = graph
+        self._engine = engine  # the graph's own: ops read its edges and tap them
         self._source = source
         self._samples: deque[GraphStats] = deque(maxlen=2)
         self._lock = threading.Lock()
@@ -114,7 +116,7 @@ class GraphControl:
 
     def _top(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("timing", True) and self._graph.stats().stats_level != "full":
-            self._graph._engine.enable_timing()  # the graph's private engine: control is part of flowplex
+            self._engine.enable_timing()
         before, now = self._pair()
         return {"summary": self._summary(), "interval_s": (now.taken_ns - before.taken_ns) / 1e9,
                 "stats_level": now.stats_level, "rows": node_rows(before, now, self._workers()),
@@ -123,20 +125,20 @@ class GraphControl:
     def _workers(self) -> dict[str, str]:
         """Where each executor runs its work: this process, or its worker processes' pids."""
         out = {}
-        for name, ex in zip(self._graph.executor_names(), self._graph._engine.executors, strict=False):
+        for name, ex in zip(self._graph.executor_names(), self._engine.executors, strict=False):
             pids = getattr(ex, "pids", None)  # a process pool's workers (the one executor kind with pids)
             out[name] = ("pid " + ",".join(map(str, pids()))) if callable(pids) else f"pid {os.getpid()}"
         return out
 
     def _edge(self, stream: object) -> Any:
-        edges = self._graph._engine.edges
+        edges = self._engine.edges
         if not isinstance(stream, str) or stream not in edges:
             msg = f"no stream named {stream!r}{did_you_mean(str(stream), list(edges))} (streams: {', '.join(edges)})"
             raise ControlError(msg)
         return edges[stream]
 
     def _attach(self, session: Session, edge: Any, tap: Any) -> None:
-        engine = self._graph._engine
+        engine = self._engine
         engine.observe(edge, tap, False)
         session.on_close.append(lambda: engine.unobserve(edge, tap))
 
@@ -146,7 +148,7 @@ class GraphControl:
         if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
             msg = f"-n must be a positive count, not {limit!r}"
             raise ControlError(msg)
-        tap = EchoTap(self._graph._engine, edge, limit, bool(request.get("raw", False)))
+        tap = EchoTap(self._engine, edge, limit, bool(request.get("raw", False)))
         tap.attach()
         session.on_close.append(tap.close)
         lost = [0]  # packets taken in but never sent: the client stalled
@@ -219,7 +221,7 @@ class GraphControl:
             self._graph.cancel()
             return {"stopping": "cancel"}
         self._graph.close_all_inputs()
-        self._graph._engine.finish_sources()
+        self._engine.finish_sources()
         return {"stopping": "drain"}
 
 

@@ -189,9 +189,9 @@ class Graph:
         source = self._plan.spec.source or ""
         if control is True:
             stem = default_name(os.path.splitext(os.path.basename(source))[0]) if source else "graph"
-            self._control = GraphControl(self, stem, exact=False, source=source)
+            self._control = GraphControl(self, self._engine, stem, exact=False, source=source)
         else:
-            self._control = GraphControl(self, control, exact=True, source=source)
+            self._control = GraphControl(self, self._engine, control, exact=True, source=source)
 
     def _close_control(self) -> None:
         if self._control is not None:

@@ -228,10 +228,10 @@ def attach(name: str, *, typing_key: str | None = None, bell: bool | None = None
     server or the connection was lost, 2 for a usage error (not a terminal, a bad key).
     ``typing_key`` and ``bell`` default to what ``flowplex agents -d`` was given.
     """
-    from ._commands import _quit_on_signals, _started, _stdout_fd
+    from ._commands import display_running, quit_on_signals, stdout_fd
     from ._proxy import redirect_std_streams
 
-    writer = Writer(_stdout_fd())
+    writer = Writer(stdout_fd())
     caps = TermCaps.detect(writer.fd)
     if not caps.is_tty:
         _say("flowplex attach: standard output is not a terminal; from a script use "
@@ -262,8 +262,8 @@ def attach(name: str, *, typing_key: str | None = None, bell: bool | None = None
     caught: list[int] = []
     reader = threading.Thread(target=view.read, name="flowplex-attach-reader", daemon=True)
     with ExitStack() as stack:
-        stack.enter_context(_started(display))
-        stack.enter_context(_quit_on_signals(display, caught))
+        stack.enter_context(display_running(display))
+        stack.enter_context(quit_on_signals(display, caught))
         stack.enter_context(redirect_std_streams(display))
         reader.start()
         while not display.quit_requested.is_set():

@@ -29,6 +29,7 @@ from ._writer import Writer
 if TYPE_CHECKING:
     from ..graph import Graph
     from ._agentsfile import AgentEntry
+    from ._hub import AgentHub
 
 __all__ = ["agents", "demo", "split_commands"]
 
@@ -37,7 +38,7 @@ AGENTS_DISPLAY: Final = "agents"
 AGENTS_USAGE: Final = ("usage: flowplex agents [--mode panes|log|auto] [-f agents.yaml] [--ring NAME] "
                        "-- CMD1 ARGS -- CMD2 ARGS ...")
 _STOP_TIMEOUT_S: Final = 10.0
-_RING_FREE_IDS: Final = 1 << 30
+RING_FREE_IDS: Final = 1 << 30
 _LIVE_BLOCK_S: Final = 1.0
 """How long log mode on a live terminal holds an agent back before it drops lines."""
 _FILE_FPS: Final = 240.0
@@ -66,7 +67,7 @@ def demo(duration: float, mode: str) -> int:
     except UsageError as exc:
         _say(f"flowplex demo: {exc}")
         return 2
-    graph = _build_graph(yaml_text)
+    graph = build_graph(yaml_text)
     _declare_agents(display, graph)
     started = time.monotonic()
     code, error = _run(graph, display, DEMO_DISPLAY, until=started + duration)
@@ -111,7 +112,7 @@ def agents(
 
         return start_detached(argv, name=name, file=file, ring=ring, ring_producers=ring_producers,
                               typing_key=typing_key, bell=bell)
-    entries = _agent_entries(argv, file, ring)
+    entries = agent_entries(argv, file, ring)
     if entries is None:
         return 2
     try:
@@ -121,19 +122,15 @@ def agents(
         _say(f"flowplex agents: {exc}")
         return 2
     # Commands take stream ids of their own; with a ring, far from the ids its producers pick.
-    first_id = _RING_FREE_IDS if ring is not None else 1
-    nodes = _agent_nodes(entries, first_id, ring, ring_producers)
+    first_id = RING_FREE_IDS if ring is not None else 1
+    nodes = agent_nodes(entries, first_id, ring, ring_producers)
     for i, entry in enumerate(entries):
         display.add_agent(first_id + i, entry.name, entry.agent_type)
     try:
-        graph = _build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
+        graph = build_graph(json.dumps({"nodes": nodes}))  # JSON is YAML: no quoting to get wrong
     except FlowplexError as exc:
         _say(f"flowplex agents: {exc}")
         return 2
-    from ..agents._lifetime import become_subreaper, sweep_orphans
-
-    # Orphans of the commands (double forks, setsid daemons) come to us instead of init, and
-    # are killed and reaped once the graph stopped: no agent outlives `flowplex agents`.
     from ..errors import ControlError
     from ._hub import session_hub
 
@@ -143,15 +140,8 @@ def agents(
     except ControlError as exc:
         _say(f"flowplex agents: {exc}")
         return 2
-    reaper = become_subreaper()
     started = time.monotonic()
-    try:
-        code, error = _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
-    finally:
-        if hub is not None:
-            hub.close()
-        if reaper:
-            sweep_orphans()
+    code, error = _run_agents(graph, display, hub)
     if error:
         _say(f"flowplex agents: error: {error}")
     now = time.monotonic()
@@ -163,7 +153,7 @@ def agents(
     return _agents_status(infos, range(first_id, first_id + len(entries)))
 
 
-def _agent_entries(argv: list[str], file: str | None, ring: str | None) -> list[AgentEntry] | None:
+def agent_entries(argv: list[str], file: str | None, ring: str | None) -> list[AgentEntry] | None:
     """The agents to run: the file's, then the command line's (renamed apart); None after a
     usage error, which it reported."""
     from ..errors import ConfigError
@@ -186,7 +176,7 @@ def _agent_entries(argv: list[str], file: str | None, ring: str | None) -> list[
     return entries
 
 
-def _agent_nodes(
+def agent_nodes(
     entries: list[AgentEntry], first_id: int, ring: str | None, ring_producers: int
 ) -> list[dict[str, object]]:
     """The graph's nodes: a ``CommandSource`` per agent, the ring's source, the terminal sink."""
@@ -215,6 +205,22 @@ def _agent_nodes(
                   "input_policy": {"type": "immediate"}, "input_queues": {"packets": _SINK_QUEUE_PACKETS},
                   "options": {"display": AGENTS_DISPLAY}})
     return nodes
+
+
+def _run_agents(graph: Graph, display: Display, hub: AgentHub | None) -> tuple[int, str]:
+    """``_run`` for ``flowplex agents``: orphans of the commands (double forks, setsid daemons)
+    come to us instead of init and are killed and reaped once the graph stopped, so no agent
+    outlives the command; the session's control endpoint closes with it."""
+    from ..agents._lifetime import become_subreaper, sweep_orphans
+
+    reaper = become_subreaper()
+    try:
+        return _run(graph, display, AGENTS_DISPLAY, until=None, linger=True)
+    finally:
+        if hub is not None:
+            hub.close()
+        if reaper:
+            sweep_orphans()
 
 
 def _agents_status(infos: list[AgentInfo], commands: range) -> int:
@@ -312,7 +318,7 @@ def _silence_stdout() -> None:
     # Later flushes (at exit) must not fail on the closed pipe either.
     try:
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, _stdout_fd())
+        os.dup2(devnull, stdout_fd())
         os.close(devnull)
     except OSError:
         pass
@@ -327,7 +333,7 @@ def _size(n: int) -> str:
 
 
 def _make_display(mode: str, *, title: str, typing_key: str = "ctrl-a", bell: bool = True) -> Display:
-    writer = Writer(_stdout_fd())
+    writer = Writer(stdout_fd())
     caps = TermCaps.detect(writer.fd)
     if resolve_mode(mode, caps) == "panes":
         from ._panes import PaneRenderer
@@ -354,7 +360,7 @@ def _declare_agents(display: Display, graph: Graph) -> None:
             display.add_agent(sid, name if isinstance(name, str) and name else node.name, options.get("agent_type"))
 
 
-def _build_graph(yaml_text: str) -> Graph:
+def build_graph(yaml_text: str) -> Graph:
     from .. import agents as _agents  # noqa: F401  (registers the agent kernels)
     from ..graph import Graph
 
@@ -373,10 +379,10 @@ def _run(graph: Graph, display: Display, name: str, *, until: float | None, ling
     caught: list[int] = []
     with ExitStack() as stack:
         stack.enter_context(register_display(name, display))
-        stack.enter_context(_started(display))
-        stack.enter_context(_quit_on_signals(display, caught))
+        stack.enter_context(display_running(display))
+        stack.enter_context(quit_on_signals(display, caught))
         stack.enter_context(redirect_std_streams(display))
-        stack.callback(_stop_graph, graph)
+        stack.callback(stop_graph, graph)
         try:
             graph.start()
             hinted = False
@@ -396,7 +402,7 @@ def _run(graph: Graph, display: Display, name: str, *, until: float | None, ling
                 display.quit_requested.wait()
             if getattr(display, "interrupted", False):
                 code = 130
-            _drain(graph, display)
+            drain(graph, display)
         except GraphCancelled:
             pass
         except KeyboardInterrupt:
@@ -410,7 +416,7 @@ def _run(graph: Graph, display: Display, name: str, *, until: float | None, ling
 
 
 @contextmanager
-def _quit_on_signals(display: Display, caught: list[int]) -> Iterator[None]:
+def quit_on_signals(display: Display, caught: list[int]) -> Iterator[None]:
     """SIGTERM/SIGHUP end the run like ``q`` does, so the terminal is restored (main thread only)."""
     import signal
     import threading
@@ -432,7 +438,7 @@ def _quit_on_signals(display: Display, caught: list[int]) -> Iterator[None]:
 
 
 @contextmanager
-def _started(display: Display) -> Iterator[Display]:
+def display_running(display: Display) -> Iterator[Display]:
     display.start()
     try:
         yield display
@@ -440,7 +446,7 @@ def _started(display: Display) -> Iterator[Display]:
         display.stop()
 
 
-def _drain(graph: Graph, display: Display) -> None:
+def drain(graph: Graph, display: Display) -> None:
     """End the graph the gentle way: its sources see ``draining`` and finish by themselves."""
     from ..graph import GraphState
 
@@ -449,7 +455,7 @@ def _drain(graph: Graph, display: Display) -> None:
         graph.wait_done(timeout=_STOP_TIMEOUT_S)  # a graph that already failed raises its error here
 
 
-def _stop_graph(graph: Graph) -> None:
+def stop_graph(graph: Graph) -> None:
     """Whatever happened, stop the graph (its commands are killed by their ``close``)."""
     from ..graph import GraphState
 
@@ -482,7 +488,7 @@ def _set_title(display: Display, text: str) -> None:
         display.flush(timeout=1.0)
 
 
-def _stdout_fd() -> int:
+def stdout_fd() -> int:
     try:
         return sys.stdout.fileno()
     except (AttributeError, OSError, ValueError):

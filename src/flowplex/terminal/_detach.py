@@ -49,9 +49,9 @@ def start_detached(
     """Start ``flowplex agents`` ARGS in the background; print its name. Returns the exit code:
     0 once it serves, 2 for a usage error, else the failed server's status (1 at least)."""
     from ..control._paths import check_name, runtime_dir
-    from ._commands import _agent_entries
+    from ._commands import agent_entries
 
-    if _agent_entries(argv, file, ring) is None:  # the usage errors here, before any process starts
+    if agent_entries(argv, file, ring) is None:  # the usage errors here, before any process starts
         return 2
     try:
         typing_key_byte(typing_key)

@@ -235,10 +235,11 @@ class Display(ABC):
         with self._lock:
             self._roster.detach_locked(stream_id, control)
 
-    def control_of(self, stream_id: int) -> AgentControl | None:
-        """The control attached for ``stream_id``, if any (any thread)."""
+    def controls_now(self) -> tuple[float, dict[int, AgentControl]]:
+        """The display's clock now (a test's fake one when given) and every attached control by
+        stream id (a copy): what a remote listing of the agents needs (any thread)."""
         with self._lock:
-            return self._roster.controls.get(stream_id)
+            return self._clock(), dict(self._roster.controls)
 
     @property
     def keeps_agents(self) -> bool:

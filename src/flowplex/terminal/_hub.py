@@ -184,9 +184,7 @@ class HubDisplay(Display):
 def agent_rows(display: Display) -> list[dict[str, Any]]:
     """Every agent of ``display`` as the ``agents`` op shows it: number, stream id, name, type,
     state, pid, exit code, and what a view needs to draw and control it."""
-    now = display._clock()
-    with display._lock:
-        controls = dict(display._roster.controls)
+    now, controls = display.controls_now()
     return [{"number": i.number, "sid": i.stream_id, "name": i.name, "type": i.agent_type.name.lower(),
              "state": i.state(now), "pid": _pid_of(controls.get(i.stream_id)) if not i.finished else None,
              "exit_code": i.exit_code, "finished": i.finished, "ok": i.ok, "note": i.note,
@@ -358,7 +356,7 @@ class AgentHub:
         return sid
 
     def _control(self, sid: int) -> Any:
-        control = self.display.control_of(sid)
+        control = self.display.controls_now()[1].get(sid)
         if control is None:
             info = next((i for i in self.display.agents() if i.stream_id == sid), None)
             who = f"{info.number} ({info.name})" if info is not None else str(sid)

@@ -94,16 +94,16 @@ def _build(spec: ServeSpec) -> tuple[Graph, HubDisplay, int] | None:
     None after a usage error (reported)."""
     from . import _commands as commands
 
-    entries = commands._agent_entries(spec.argv, spec.file, spec.ring)
+    entries = commands.agent_entries(spec.argv, spec.file, spec.ring)
     if entries is None:
         return None
     display = HubDisplay()
-    first_id = commands._RING_FREE_IDS if spec.ring is not None else 1
+    first_id = commands.RING_FREE_IDS if spec.ring is not None else 1
     for i, entry in enumerate(entries):  # in stream-id order from the first frame of every view
         display.add_agent(first_id + i, entry.name, entry.agent_type)
-    nodes = commands._agent_nodes(entries, first_id, spec.ring, spec.ring_producers)
+    nodes = commands.agent_nodes(entries, first_id, spec.ring, spec.ring_producers)
     try:
-        graph = commands._build_graph(json.dumps({"nodes": nodes}))
+        graph = commands.build_graph(json.dumps({"nodes": nodes}))
     except FlowplexError as exc:
         _say(f"flowplex agents: {exc}")
         return None
@@ -127,12 +127,12 @@ def _run(graph: Graph, display: HubDisplay, hub: AgentHub, cancel: threading.Eve
             hub.state = "STOPPING"
             if cancel.is_set():
                 graph.cancel()
-            commands._drain(graph, display)
+            commands.drain(graph, display)
         except FlowplexError as exc:
             _say(f"flowplex agents: error: {exc}")
             return 1
         finally:
-            commands._stop_graph(graph)
+            commands.stop_graph(graph)
             display.stop()
     return 0
 
