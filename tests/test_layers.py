@@ -51,6 +51,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
                         "executors.ray"},
     # a live graph's control socket: serves the graph's snapshots, taps its edges (the graph only as a type)
     "control": LEAVES | {"packets"},
+    "recording": LEAVES | {"packets"},  # MCAP recordings: the format, the recorder, the reader
     # the public facade over the engine; config and diagnostics for from_yaml and stats; control for start(control=)
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "engine",
                        "executors.hosted", "executors.processes", "executors.ray", "control"},
