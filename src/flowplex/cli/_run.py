@@ -24,6 +24,26 @@ from ._app import IMPORT_HELP, SET_HELP, app, check_view, fail_at, setup_logging
 from ._loading import import_kernels, load_graph
 from ._watch import Deadline, check_timeout, in_flight, watch_ctrl_c
 
+NameOption = Annotated[str | None, typer.Option(
+    "--name", metavar="NAME",
+    help="The name flowplex ps/top/echo/stop reach the running graph by (default: the YAML's `control:` "
+         "name, else the file's stem, made unique with -2, -3...).")]
+ControlOption = Annotated[bool, typer.Option("--control/--no-control",
+                                             help="Serve the graph live to flowplex ps/top/echo/stop.")]
+DetachOption = Annotated[bool, typer.Option(
+    "--detach", "-d", help="Run in the background, detached from the terminal; print the graph's name "
+                           "(flowplex logs NAME shows its output and log).")]
+RecordOption = Annotated[Path | None, typer.Option(
+    "--record", metavar="FILE.mcap", help="Record the graph's streams (every edge and graph port, or --streams) "
+                                          "to an MCAP file as they flow, timestamps and bounds included.")]
+StreamsOption = Annotated[str | None, typer.Option(
+    "--streams", metavar="A,B,...", help="With --record: the streams to record (default: all).")]
+CompressionOption = Annotated[str, typer.Option(
+    "--compression", metavar="zstd|lz4|none", help="With --record: how chunks are compressed.")]
+LossyOption = Annotated[bool, typer.Option(
+    "--lossy", help="With --record: drop (and count) what the recorder cannot keep up with, instead of "
+                    "holding the graph back.")]
+
 
 @app.command()
 def run(
@@ -57,16 +77,13 @@ def run(
         "--ray-address", metavar="ADDRESS",
         help="Connect every RayExecutor to this Ray cluster: auto, ray://host:10001 or IP:port "
              "(overrides the YAML's `address:`).")] = None,
-    name: Annotated[str | None, typer.Option(
-        "--name", metavar="NAME",
-        help="The name flowplex ps/top/echo/stop reach the running graph by (default: the YAML's `control:` "
-             "name, else the file's stem, made unique with -2, -3...).")] = None,
-    control: Annotated[bool, typer.Option("--control/--no-control",
-                                          help="Serve the graph live to flowplex ps/top/echo/stop.")] = True,
-    detach: Annotated[bool, typer.Option(
-        "--detach", "-d",
-        help="Run in the background, detached from the terminal; print the graph's name "
-             "(flowplex logs NAME shows its output and log).")] = False,
+    name: NameOption = None,
+    control: ControlOption = True,
+    detach: DetachOption = False,
+    record: RecordOption = None,
+    streams: StreamsOption = None,
+    compression: CompressionOption = "zstd",
+    lossy: LossyOption = False,
 ) -> None:
     """Run a graph whose data comes from source kernels and print what reaches its outputs.
 
@@ -100,11 +117,43 @@ def run(
             server = _serve_metrics(g, metrics_port, metrics_host)
             stack.callback(server.close)
             typer.echo(f"flowplex: metrics on {server.url}", err=True)
+        _record(g, graph, stack, record, streams, compression, lossy)
         code = _run_live(g, graph, deadline, printer, stack, live, _control_arg(g, name, control))
         code = _write_artifacts(g, graph, dot, dot_view, trace, show_stats) or code
     if code:
         raise typer.Exit(code)
     typer.echo(f"flowplex: {printer.count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
+
+
+def _record(g: Any, graph: Path, stack: contextlib.ExitStack, path: Path | None, streams: str | None,
+            compression: str, lossy: bool) -> None:
+    """``--record``: capture the streams from the start; the file is finished when the run closes."""
+    if path is None:
+        if streams is not None or lossy or compression != "zstd":
+            msg = "--streams, --compression and --lossy go with --record FILE.mcap"
+            raise usage(msg)
+        return
+    from flowplex.errors import FlowplexError
+    from flowplex.recording import COMPRESSIONS, record
+
+    if compression not in COMPRESSIONS:
+        msg = f"--compression: {compression!r} is not one of {', '.join(COMPRESSIONS)}"
+        raise usage(msg)
+    names = [s.strip() for s in streams.split(",") if s.strip()] if streams is not None else None
+    try:
+        capture = record(g, path, streams=names, compression=compression, lossy=lossy)
+    except FlowplexError as exc:
+        raise fail_at(graph, exc, 2) from None
+    stack.callback(_finish_recording, capture)
+
+
+def _finish_recording(capture: Any) -> None:
+    """Close the recording after the run; a lossy one says what it dropped."""
+    capture.close()
+    dropped = {k: v for k, v in capture.dropped.items() if v}
+    if dropped:
+        shown_drops = ", ".join(f"{k} {v}" for k, v in sorted(dropped.items()))
+        typer.echo(f"flowplex: {capture.path}: dropped {shown_drops} (counted in the file)", err=True)
 
 
 def _flush_at_deadline(deadline: Deadline, printer: _Printer) -> None:

@@ -146,6 +146,13 @@ class Engine:
                 edge.bound_observers.append(fn)
             edge.update_solo()
 
+    def observe_bounds(self, edge: Edge, fn: Observer) -> None:
+        """Call ``fn(marker)`` when ``edge``'s bound advances (an empty packet whose timestamp is
+        the new bound), and not for its packets: a recorder tells bounds from empty packets."""
+        with self.status.lock:
+            edge.bound_observers.append(fn)
+            edge.update_solo()
+
     def unobserve(self, edge: Edge, fn: Observer) -> None:
         """Stop calling ``fn`` for ``edge`` (a live tap detaching; any time, any thread)."""
         with self.status.lock:

@@ -278,6 +278,31 @@ class Graph:
         self._require_state((INITIALIZED,), "observe")
         self._engine.observe(edge, fn, observe_timestamp_bounds)
 
+    def streams(self) -> list[str]:
+        """Every stream's name: the graph inputs, then each node output port (a graph output too)."""
+        return list(self._engine.edges)
+
+    def tap(self, stream: str, on_packet: Callable[[Packet], object],
+            on_bound: Callable[[int], object] | None = None) -> None:
+        """Call ``on_packet(packet)`` for every packet on any stream (an edge or a graph port), and
+        ``on_bound(ts)`` when its timestamp bound advances to ``ts`` (every packet advances it past
+        its own timestamp too). On the delivering thread; the packet is borrowed. Before ``start``.
+        """
+        check_name(stream, "tap")
+        check_callback(on_packet, "tap")
+        if on_bound is not None:
+            check_callback(on_bound, "tap")
+        edges = self._engine.edges
+        if stream not in edges:
+            hint = suggest(stream, list(edges))
+            msg = f"stream `{stream}` does not exist" + (f"; did you mean `{hint}`?" if hint else
+                                                         f" (streams: {list(edges)})")
+            raise UnknownPortError(msg)
+        self._require_state((INITIALIZED,), "tap")
+        self._engine.observe(edges[stream], on_packet, False)
+        if on_bound is not None:
+            self._engine.observe_bounds(edges[stream], lambda marker: on_bound(marker._ts))
+
     def events(self, port: str) -> AsyncOutputEvents:
         """``async for`` over graph output ``port``: ``PacketEvent``, ``TimestampBoundEvent``, then
         ``DoneEvent``. Call before ``start``; iterating starts the graph on the running loop."""

@@ -13,14 +13,17 @@ byte layout (format ``flowplex.v1``) is described in ``flowplex.recording._codec
 ...     _ = rec.add_stream("n", kind="i64")
 ...     rec.write("n", Packet.from_int(7, ts=1))
 ...     rec.write_bound("n", 5)
->>> list(recording.open(path))
+>>> packets = list(recording.open(path))
+>>> packets
 [('n', 1, 7)]
->>> [r.kind for r in recording.open(path).messages(bounds=True)]
+>>> kinds = [r.kind for r in recording.open(path).messages(bounds=True)]
+>>> kinds
 ['i64', 'bound']
 """
 
 from __future__ import annotations
 
+from ._capture import Capture, record
 from ._codec import RecordingError
 from ._reader import Record, Recording, RecordingSummary, StreamSummary
 from ._reader import open_recording as open  # flowplex.recording.open(path), as the issue names it
@@ -28,6 +31,7 @@ from ._writer import COMPRESSIONS, Recorder
 
 __all__ = [
     "COMPRESSIONS",
+    "Capture",
     "Record",
     "Recorder",
     "Recording",
@@ -35,4 +39,5 @@ __all__ = [
     "RecordingSummary",
     "StreamSummary",
     "open",
+    "record",
 ]

@@ -143,6 +143,10 @@ class Recorder:
         with self._lock:
             return dict(self._dropped)
 
+    def stream_name(self, channel: int) -> str:
+        """The name of the stream on ``channel``."""
+        return self._stream(channel).name
+
     def _stream(self, stream: str | int) -> _Stream:
         found = self._by_channel.get(stream) if isinstance(stream, int) else self._streams.get(stream)
         if found is None:
@@ -183,6 +187,11 @@ class Recorder:
         s = self._stream(stream)
         wall = time.time_ns() if wall_ns is None else wall_ns
         self._add(s, BOUND, encode_bound(ts, wall_ns=wall), wall)
+
+    def write_encoded(self, stream: str | int, kind: int, data: bytes, wall_ns: int) -> None:
+        """Record a message already encoded by ``_codec.encode_packet``/``encode_bound`` (a
+        capture encodes on the graph's threads and writes on its own)."""
+        self._add(self._stream(stream), kind, data, wall_ns)
 
     def note_dropped(self, stream: str | int, n: int = 1) -> None:
         """Count ``n`` packets a lossy recording dropped on a stream; the file says so at close."""
