@@ -45,7 +45,17 @@ class Client:
 
     def request(self, op: str, **args: Any) -> dict[str, Any]:
         """Send ``op`` and return its answer; ``ControlError`` with the graph's text when it failed."""
-        self.send(op, **args)
+        try:
+            self.send(op, **args)
+        except ControlError:
+            # Refused at once (another user, too many clients): the refusal may be waiting to be read.
+            try:
+                early = self.next_frame()
+            except ControlError:
+                early = None
+            if isinstance(early, dict):
+                check_answer(early)
+            raise
         answer = self.next_frame()
         if not isinstance(answer, dict):
             msg = f"op {op!r}: a bytes frame where an answer was due"

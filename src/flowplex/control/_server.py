@@ -113,6 +113,7 @@ class ControlServer:
         self._sel.register(self._listener, selectors.EVENT_READ, None)
         self._sel.register(self._wake_r, selectors.EVENT_READ, None)
         self._closing = False
+        self._refused: deque[tuple[float, socket.socket]] = deque()
         self._thread = threading.Thread(target=self._serve, name=f"flowplex-control-{self.name}", daemon=True)
         self._thread.start()
 
@@ -176,6 +177,7 @@ class ControlServer:
                             self._write(session)
                 while self._soon:
                     self._run(self._soon.popleft())
+                self._close_refused()
                 now = time.monotonic()
                 if now - last_tick >= 1.0:
                     last_tick = now
@@ -190,6 +192,8 @@ class ControlServer:
             self._sel.close()
             for s in (self._listener, self._wake_r, self._wake_w):
                 s.close()
+            for _, sock in self._refused:
+                sock.close()
 
     @staticmethod
     def _run(fn: Callable[[], None]) -> None:
@@ -209,14 +213,26 @@ class ControlServer:
             sock.setblocking(False)
             uid = _peer_uid(sock)
             if uid not in (os.getuid(), 0):
-                _refuse(sock, f"refused: uid {uid} is not the graph's owner (uid {os.getuid()})")
+                self._linger(sock, f"refused: uid {uid} is not the graph's owner (uid {os.getuid()})")
                 continue
             if len(self._sessions) >= MAX_CLIENTS:
-                _refuse(sock, f"refused: {MAX_CLIENTS} clients are connected already; try again later")
+                self._linger(sock, f"refused: {MAX_CLIENTS} clients are connected already; try again later")
                 continue
             session = Session(sock, uid)
             self._sessions[sock.fileno()] = session
             self._sel.register(sock, selectors.EVENT_READ, session)
+
+    def _linger(self, sock: socket.socket, text: str) -> None:
+        """Refuse ``sock`` and keep it (at most ``MAX_CLIENTS`` of them, half a second each) until closed."""
+        _refuse(sock, text)
+        self._refused.append((time.monotonic(), sock))
+        while len(self._refused) > MAX_CLIENTS:
+            self._refused.popleft()[1].close()
+
+    def _close_refused(self) -> None:
+        now = time.monotonic()
+        while self._refused and now - self._refused[0][0] > 0.5:
+            self._refused.popleft()[1].close()
 
     def _read(self, session: Session) -> None:
         try:
@@ -374,9 +390,11 @@ def _peer_uid(sock: socket.socket) -> int:
 
 
 def _refuse(sock: socket.socket, text: str) -> None:
+    """Send the refusal and stop writing; the socket stays open a moment (``_linger``) so that a
+    request already on its way does not reset the connection before the client read why."""
     with contextlib.suppress(OSError):
         sock.send(encode({"ok": False, "error": text}))
-    sock.close()
+        sock.shutdown(socket.SHUT_WR)
 
 
 def is_live(path: Path, timeout: float = 0.5) -> bool:

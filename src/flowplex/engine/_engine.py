@@ -138,19 +138,15 @@ class Engine:
             edge.update_solo()
         return poller
 
-    def observe(self, edge: Edge, fn: Observer, observe_bounds: bool) -> None:
-        """Call ``fn(packet)`` for every packet (and bound, if asked) on ``edge``."""
+    def observe(self, edge: Edge, fn: Observer, observe_bounds: bool, packets: bool = True) -> None:
+        """Call ``fn(packet)`` for every packet on ``edge`` and, if asked, for each bound (an empty
+        packet whose timestamp is the new bound); ``packets=False``: bounds only (a recorder must
+        tell a bound from an empty packet)."""
         with self.status.lock:
-            edge.observers.append(fn)
+            if packets:
+                edge.observers.append(fn)
             if observe_bounds:
                 edge.bound_observers.append(fn)
-            edge.update_solo()
-
-    def observe_bounds(self, edge: Edge, fn: Observer) -> None:
-        """Call ``fn(marker)`` when ``edge``'s bound advances (an empty packet whose timestamp is
-        the new bound), and not for its packets: a recorder tells bounds from empty packets."""
-        with self.status.lock:
-            edge.bound_observers.append(fn)
             edge.update_solo()
 
     def unobserve(self, edge: Edge, fn: Observer) -> None:

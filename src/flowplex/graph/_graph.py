@@ -301,7 +301,7 @@ class Graph:
         self._require_state((INITIALIZED,), "tap")
         self._engine.observe(edges[stream], on_packet, False)
         if on_bound is not None:
-            self._engine.observe_bounds(edges[stream], lambda marker: on_bound(marker._ts))
+            self._engine.observe(edges[stream], lambda marker: on_bound(marker._ts), True, packets=False)
 
     def events(self, port: str) -> AsyncOutputEvents:
         """``async for`` over graph output ``port``: ``PacketEvent``, ``TimestampBoundEvent``, then
