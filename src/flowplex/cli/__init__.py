@@ -17,7 +17,7 @@ from flowplex.packets._values import packet_value as packet_value  # moved; kept
 
 # The command modules register their commands on `app` when imported, in the order `--help` lists them.
 # isort: off
-from . import _run, _dot, _check, _schema, _info, _shm, _demo, _agents, _live, _attach  # noqa: F401
+from . import _run, _dot, _check, _schema, _info, _shm, _demo, _agents, _live, _attach, _recording  # noqa: F401
 # isort: on
 from ._app import StderrLog as _StderrLog  # noqa: F401  (tests attach it to a record by this name)
 from ._app import app as app

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from ._capture import Capture, record
 from ._codec import RecordingError
+from ._diff import Comparison, Divergence, compare, diff
 from ._reader import Record, Recording, RecordingSummary, StreamSummary
 from ._reader import open_recording as open  # flowplex.recording.open(path), as the issue names it
 from ._writer import COMPRESSIONS, Recorder
@@ -32,12 +33,16 @@ from ._writer import COMPRESSIONS, Recorder
 __all__ = [
     "COMPRESSIONS",
     "Capture",
+    "Comparison",
+    "Divergence",
     "Record",
     "Recorder",
     "Recording",
     "RecordingError",
     "RecordingSummary",
     "StreamSummary",
+    "compare",
+    "diff",
     "open",
     "record",
 ]
