@@ -83,8 +83,8 @@ class GraphControl:
 
     # -- ops -----------------------------------------------------------------------------------
 
-    def _summary(self) -> dict[str, Any]:
-        before, now = self._pair()
+    def _summary(self, pair: tuple[GraphStats, GraphStats] | None = None) -> dict[str, Any]:
+        before, now = pair or self._pair()
         dt = max((now.taken_ns - before.taken_ns) / 1e9, 1e-9)
         (in0, out0), (in1, out1) = self._flow(before), self._flow(now)
         return {"state": now.state, "source": self._source, "nodes": len(now.nodes),
@@ -115,10 +115,10 @@ class GraphControl:
         return entry, sinks, [i for i in to_outputs if i not in sinks]
 
     def _top(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
-        if request.get("timing", True) and self._graph.stats().stats_level != "full":
+        if request.get("timing", True) and self._engine.stats_level != "full":
             self._engine.enable_timing()
-        before, now = self._pair()
-        return {"summary": self._summary(), "interval_s": (now.taken_ns - before.taken_ns) / 1e9,
+        before, now = pair = self._pair()  # one snapshot serves the summary and the rows
+        return {"summary": self._summary(pair), "interval_s": (now.taken_ns - before.taken_ns) / 1e9,
                 "stats_level": now.stats_level, "rows": node_rows(before, now, self._workers()),
                 "queued": now.queued, "queue_limit": now.queue_limit}
 
