@@ -13,7 +13,7 @@ def test_all_is_pinned_and_kernels_are_registered() -> None:
     assert sorted(agents.__all__) == sorted([
         "KIND_END", "KIND_START", "KIND_TEXT", "AgentChunk", "CommandSource", "OpenAIStreamSource", "ReplaySource",
         "TerminalSink", "Transcript", "chunk_packet", "describe_exit", "end_packet", "from_message",
-        "load_transcript", "read_chunk", "start_packet", "to_ring",
+        "load_transcript", "read_chunk", "start_packet", "to_ring", "transcript_to_recording",
     ])
     assert {"CommandSource", "OpenAIStreamSource", "ReplaySource", "TerminalSink"} <= set(flowplex.registered_kernels())
 

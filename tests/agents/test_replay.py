@@ -62,13 +62,32 @@ def test_loop_runs_until_the_display_drains(tmp_path: Path) -> None:
     assert got.count("x") >= 3 and got[-1] == "stopped"
 
 
-def test_bundled_transcripts() -> None:
+def test_bundled_transcripts_are_recordings_replayed_like_any_other() -> None:
+    import flowplex.recording as recording
+    from flowplex.agents._transcripts import bundled_path
+
     for name in ("planner", "coder", "reviewer", "mallory"):
-        t = load_transcript(f"bundled:{name}.jsonl")
-        assert t.name == name and t.agent_type is not None and len(t.records) > 50
-        assert 5 < t.duration_s < 60
-    chunks = run_source("ReplaySource", {"path": "bundled:planner.jsonl", "speed": 1000})
+        with recording.open(bundled_path(f"{name}.mcap")) as rec:
+            summary = rec.summary()
+            assert rec.streams == [name] and rec.complete
+            s = summary.streams[name]
+            assert s.kind == "str" and s.count > 50 and 5 < s.wall_span_s < 60
+            first = next(rec.messages())
+            assert first.metadata is not None and first.metadata["agent"] == name
+    # the former name of a bundled transcript still finds it
+    chunks = run_source("ReplaySource", {"path": "bundled:planner.jsonl", "rate": "max"})
     assert text_of(chunks).startswith("## Plan: stream many agents into one terminal")
+    assert chunks[-1][1].is_end and chunks[-1][1].text == "end of recording"
+    assert [c.ts for _, c in chunks] == sorted({c.ts for _, c in chunks})  # strictly increasing
+
+
+def test_a_recording_given_as_a_transcript_says_what_it_is(tmp_path: Path) -> None:
+    from flowplex.agents._transcripts import bundled_path
+
+    fake = tmp_path / "x.jsonl"
+    fake.write_bytes(bundled_path("coder.mcap").read_bytes())
+    with pytest.raises(ConfigError, match=r"x\.jsonl: not a JSONL transcript"):
+        load_transcript(fake)
 
 
 @pytest.mark.parametrize(("lines", "message"), [
@@ -94,4 +113,4 @@ def test_missing_file_and_bad_options(tmp_path: Path) -> None:
     with pytest.raises(flowplex.KernelError, match=r"options\.path: missing"):
         run_source("ReplaySource", {})
     with pytest.raises(flowplex.KernelError, match=r"options\.speed: must be a positive number"):
-        run_source("ReplaySource", {"path": "bundled:coder.jsonl", "speed": 0})
+        run_source("ReplaySource", {"path": "bundled:coder.mcap", "speed": 0})

@@ -24,9 +24,10 @@ from ._packets import read_chunk as read_chunk
 from ._packets import start_packet as start_packet
 from ._packets import to_ring as to_ring
 from ._replay import ReplaySource as ReplaySource
-from ._replay import Transcript as Transcript
-from ._replay import load_transcript as load_transcript
 from ._sink import TerminalSink as TerminalSink
+from ._transcripts import Transcript as Transcript
+from ._transcripts import load_transcript as load_transcript
+from ._transcripts import transcript_to_recording as transcript_to_recording
 
 __all__ = [
     "KIND_END",
@@ -46,4 +47,5 @@ __all__ = [
     "read_chunk",
     "start_packet",
     "to_ring",
+    "transcript_to_recording",
 ]

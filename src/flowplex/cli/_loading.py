@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -51,25 +51,33 @@ def imports_interrupted() -> Iterator[None]:
         raise cancelled_import(exc) from None
 
 
-def load_graph(graph: Path, overrides: list[str], default_executor: str | None = None) -> Any:
-    """Build the graph (exit 2 with one line on a configuration error or a failing import)."""
+def load_graph(graph: Path, overrides: list[str], default_executor: str | None = None,
+               transform: Callable[[Any], Any] | None = None) -> Any:
+    """Build the graph (exit 2 with one line on a configuration error or a failing import).
+
+    ``transform`` rewrites the graph's spec (a ``GraphSpec``) after the overrides, before the
+    build: how ``replay --graph`` puts recorded streams in place of nodes.
+    """
     with imports_interrupted():
-        return _build_graph(graph, overrides, default_executor)
+        return _build_graph(graph, overrides, default_executor, transform)
 
 
-def _build_graph(graph: Path, overrides: list[str], default_executor: str | None) -> Any:
+def _build_graph(graph: Path, overrides: list[str], default_executor: str | None,
+                 transform: Callable[[Any], Any] | None = None) -> Any:
     import flowplex
     from flowplex.config._load import load_plan_file
     from flowplex.errors import ConfigError
 
     try:
-        if not overrides and default_executor is None:
+        if not overrides and default_executor is None and transform is None:
             return flowplex.Graph.from_yaml_file(graph)
         if default_executor is not None:
             _check_default_executor(default_executor, [ex.name for ex in load_plan_file(graph).executors])
         spec = load_plan_file(graph, default_executor=default_executor).spec
         try:
             spec = apply_overrides(spec, overrides)
+            if transform is not None:
+                spec = transform(spec)
         except ValueError as exc:
             raise usage(str(exc)) from None
         return flowplex.Graph.from_spec(spec)

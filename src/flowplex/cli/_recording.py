@@ -21,8 +21,9 @@ import typer
 
 from flowplex.terminal._sanitize import visible_controls as shown
 
-from ._app import app, fail, usage
+from ._app import IMPORT_HELP, SET_HELP, app, fail, usage
 from ._live import echo_line
+from ._run import ControlOption, NameOption
 
 if TYPE_CHECKING:
     from flowplex.recording import Record, Recording, RecordingSummary
@@ -162,17 +163,94 @@ def record_event(r: Record) -> dict[str, Any]:
     return event
 
 
+GraphOption = Annotated[Path | None, typer.Option(
+    "--graph", metavar="GRAPH.yaml", help="Run this graph with the recording in place of its sources (or of the "
+                                          "--replace nodes) instead of printing it.")]
+ReplaceOption = Annotated[list[str] | None, typer.Option(
+    "--replace", metavar="NODE[=CHANNEL]", help="With --graph: replay into node NODE's output ports the streams of "
+                                                "their names (or CHANNEL, one per port, separated by commas). "
+                                                "Default: every source node.")]
+RateOption = Annotated[str | None, typer.Option(
+    "--rate", metavar="1.0|2|max", help="Speed: 1 as recorded, 2 twice as fast, max as fast as it goes "
+                                        "(default: 1 with --graph, max when printing).")]
+
+
 @app.command()
 def replay(
     file: Annotated[Path, typer.Argument(metavar="FILE.mcap", help=FILE_HELP, show_default=False)],
-    streams: Annotated[str | None, typer.Option("--streams", metavar="A,B", help=STREAMS_HELP)] = None,
+    streams: Annotated[str | None, typer.Option(
+        "--streams", metavar="A,B", help=STREAMS_HELP + " With --graph: the streams --record records.")] = None,
     count: Annotated[int | None, typer.Option("-n", "--count", metavar="N", help="Stop after N lines.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="One JSON object per line.")] = False,
     bounds: Annotated[bool, typer.Option("--bounds", help="Print the bounds too (STREAM ts=T bound).")] = False,
+    graph: GraphOption = None,
+    replace: ReplaceOption = None,
+    rate: RateOption = None,
+    loop: Annotated[bool, typer.Option("--loop", help="Play again after the end, timestamps shifted on.")] = False,
+    start: Annotated[float | None, typer.Option(
+        "--start", metavar="S", help="Begin S seconds after the recording's first message.")] = None,
+    end: Annotated[float | None, typer.Option(
+        "--end", metavar="S", help="Stop S seconds after the recording's first message.")] = None,
+    record: Annotated[Path | None, typer.Option(
+        "--record", metavar="OUT.mcap", help="With --graph: record the replayed run, as run --record does.")] = None,
+    compression: Annotated[str, typer.Option(
+        "--compression", metavar="zstd|lz4|none", help="With --record: how chunks are compressed.")] = "zstd",
+    overrides: Annotated[list[str] | None, typer.Option(
+        "--set", "-s", metavar="NODE.OPTION=VALUE", help="With --graph: " + SET_HELP)] = None,
+    imports: Annotated[list[str] | None, typer.Option(
+        "--import", metavar="MODULE|FILE.py", help="With --graph: " + IMPORT_HELP)] = None,
+    output: Annotated[Path | None, typer.Option(
+        "--output", "-o", help="With --graph: write the graph's outputs as JSON lines to this file.")] = None,
+    timeout: Annotated[float | None, typer.Option(help="With --graph: give up after this many seconds.")] = None,
+    name: NameOption = None,
+    control: ControlOption = True,
 ) -> None:
     """Print a recording's packets in file order, one line each as flowplex echo prints them,
-    led by the stream: STREAM, ts=TS, TYPE, VALUE (a frame as dtype[shape], bytes, CRC-32), metadata."""
+    led by the stream: STREAM, ts=TS, TYPE, VALUE (a frame as dtype[shape], bytes, CRC-32), metadata.
+    With --graph, run that graph with the recorded streams in place of its sources instead."""
+    from flowplex.errors import UsageError
+    from flowplex.recording._replay import parse_rate
+
+    try:
+        speed = parse_rate(rate if rate is not None else ("1" if graph is not None else "max"), "--rate")
+    except UsageError as exc:
+        raise usage(str(exc)) from None
+    window = {"start": start, "end": end}
+    for key, value in window.items():
+        if value is not None and not value >= 0:
+            msg = f"--{key} must be a number of seconds >= 0, not {value}"
+            raise usage(msg)
+    if start is not None and end is not None and end <= start:
+        msg = f"--end ({end:g}) must come after --start ({start:g})"
+        raise usage(msg)
+    if graph is None:
+        given = [flag for flag, v in (("--replace", replace), ("--record", record), ("--set", overrides),
+                                      ("--import", imports), ("--output", output), ("--timeout", timeout),
+                                      ("--name", name)) if v]
+        if given:
+            msg = f"{given[0]} goes with --graph GRAPH.yaml (without it, replay prints the recording)"
+            raise usage(msg)
+        _print_replay(file, streams, count, as_json, bounds, speed, loop, start or 0.0, end)
+        return
+    given = [flag for flag, v in (("-n", count), ("--json", as_json), ("--bounds", bounds)) if v]
+    if given:
+        msg = f"{given[0]} is for printing a recording; with --graph the graph's outputs are printed"
+        raise usage(msg)
+    from ._replay_graph import run_replay
+
+    run_replay(file, graph, replace or [], speed, loop, start, end, record, streams, compression,
+               overrides or [], imports or [], output, timeout, name, control)
+
+
+def _print_replay(file: Path, streams: str | None, count: int | None, as_json: bool, bounds: bool,
+                  rate: float, loop: bool, start: float, end: float | None) -> None:
+    """``replay FILE``: print the packets (and bounds) as echo does, paced by ``rate``."""
+    import dataclasses
+    import time
+
+    from flowplex.errors import UsageError
     from flowplex.recording import RecordingError
+    from flowplex.recording._replay import Player
 
     if count is not None and count < 1:
         msg = f"-n must be at least 1, not {count}"
@@ -182,10 +260,21 @@ def replay(
     ended = ""
     with _open(file) as rec:
         try:
-            names = _stream_names(streams, rec.streams, str(file))
-            for r in rec.messages(bounds=bounds, streams=names):
+            names = _stream_names(streams, rec.streams, str(file)) or rec.streams
+            try:
+                player = Player(lambda: rec.messages(bounds=bounds, streams=names), {n: i for i, n in enumerate(names)},
+                                rate=rate, loop=loop, start_s=start, end_s=end)
+            except UsageError as exc:
+                raise usage(str(exc)) from None
+            t0 = time.monotonic()
+            while (due := player.pop()) is not None:
                 if count is not None and packets + n_bounds >= count:
                     break
+                wait = t0 + due.at_s - time.monotonic()
+                if wait > 0:
+                    out.flush()
+                    time.sleep(wait)
+                r = due.record if due.ts == due.record.ts else dataclasses.replace(due.record, ts=due.ts)
                 event = record_event(r)
                 if r.is_bound:
                     n_bounds += 1

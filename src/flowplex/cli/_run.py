@@ -12,6 +12,7 @@ import os
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Annotated, Any, final
 
@@ -100,12 +101,40 @@ def run(
     import_kernels(imports or [], deadline)
     deadline.step = "loading the graph (running its imports, creating its kernels)"
     g = load_graph(graph, overrides or [], default_executor)
+    execute(g, graph, deadline, RunOutputs(output, show_stats, dot, dot_view, trace, metrics_port, metrics_host, live,
+                                           name, control, record, streams, compression, lossy))
+
+
+@dataclass(frozen=True, slots=True)
+class RunOutputs:
+    """What a run writes besides its outputs, and how it is served: the options ``run`` and
+    ``replay --graph`` share."""
+
+    output: Path | None = None
+    show_stats: bool = False
+    dot: Path | None = None
+    dot_view: str = "diagnostics"
+    trace: Path | None = None
+    metrics_port: int | None = None
+    metrics_host: str = "127.0.0.1"
+    live: bool | None = None
+    name: str | None = None
+    control: bool = True
+    record: Path | None = None
+    streams: str | None = None
+    compression: str = "zstd"
+    lossy: bool = False
+
+
+def execute(g: Any, graph: Path, deadline: Deadline, o: RunOutputs) -> None:
+    """Run a built graph to its end as ``flowplex run`` does: print or write what reaches its
+    outputs, record it, serve it, and write the artifacts; exits with the run's code."""
     deadline.graph_obj = g
     deadline.step = "preparing the run"
-    printer = _Printer(_open_output(output))
+    printer = _Printer(_open_output(o.output))
     sink = printer.sink
     _flush_at_deadline(deadline, printer)
-    if trace is not None:
+    if o.trace is not None:
         g.enable_tracing()
     with contextlib.ExitStack() as stack:
         stack.callback(g.close)
@@ -113,13 +142,13 @@ def run(
             stack.callback(sink.close)
         for port in g.plan.graph_outputs:
             g.observe(port, printer.observer(port))
-        if metrics_port is not None:
-            server = _serve_metrics(g, metrics_port, metrics_host)
+        if o.metrics_port is not None:
+            server = _serve_metrics(g, o.metrics_port, o.metrics_host)
             stack.callback(server.close)
             typer.echo(f"flowplex: metrics on {server.url}", err=True)
-        _record(g, graph, stack, record, streams, compression, lossy)
-        code = _run_live(g, graph, deadline, printer, stack, live, _control_arg(g, name, control))
-        code = _write_artifacts(g, graph, dot, dot_view, trace, show_stats) or code
+        _record(g, graph, stack, o.record, o.streams, o.compression, o.lossy)
+        code = _run_live(g, graph, deadline, printer, stack, o.live, _control_arg(g, o.name, o.control))
+        code = _write_artifacts(g, graph, o.dot, o.dot_view, o.trace, o.show_stats) or code
     if code:
         raise typer.Exit(code)
     typer.echo(f"flowplex: {printer.count} packet(s) from {len(g.plan.graph_outputs)} output(s)", err=True)
@@ -254,7 +283,7 @@ def _live_display(g: Any, live: bool | None, sink: IO[str] | None) -> Any:
 def _check_control(graph: Path, name: str | None, control: bool, detach: bool) -> None:
     """Check ``--name`` and ``--no-control``; with ``--detach``, run in the background and exit."""
     if name is not None:
-        _check_control_name(name, control)
+        check_control_name(name, control)
     if detach:
         if not control:
             msg = "--detach needs the control socket: a detached graph is reached by its name (drop --no-control)"
@@ -264,7 +293,7 @@ def _check_control(graph: Path, name: str | None, control: bool, detach: bool) -
         raise typer.Exit(detach_run(graph, name))
 
 
-def _check_control_name(name: str, control: bool) -> None:
+def check_control_name(name: str, control: bool) -> None:
     """``--name`` must be a valid control name, and means nothing with ``--no-control`` (exit 2)."""
     from flowplex.control._paths import check_name
     from flowplex.errors import ControlError
