@@ -50,7 +50,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "engine": LEAVES | {"packets", "executors", "executors.hosted", "spec", "kernels", "executors.processes",
                         "executors.ray"},
     # a live graph's control socket: serves the graph's snapshots, taps its edges (the graph only as a type)
-    "control": LEAVES | {"packets"},
+    "control": LEAVES | {"packets", "recording"},  # `record` writes a running graph's streams with the recorder
     "recording": LEAVES | {"packets"},  # MCAP recordings: the format, the recorder, the reader
     # the public facade over the engine; config and diagnostics for from_yaml and stats; control for start(control=)
     "graph": LEAVES | {"packets", "executors", "spec", "kernels", "config", "diagnostics", "_events", "engine",

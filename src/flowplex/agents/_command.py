@@ -28,6 +28,8 @@ from ._waiting import foreground_waiting
 if TYPE_CHECKING:
     import codecs
 
+    from ..terminal._control import InputTap
+
 log = logging.getLogger(__name__)
 
 __all__ = ["CommandSource", "describe_exit"]
@@ -224,7 +226,7 @@ class CommandSource(Kernel):
         display = get_display(self._display) if self._display else None
         if display is None or self._who.stream_id is None:
             return
-        self._control = _Control(self)
+        self._control = _Control(self, display.input_tap)
         self._keep = display.attach_control(self._who.stream_id, self._control, started=started)
 
     def _spawn(self, node: str) -> None:
@@ -556,17 +558,25 @@ class _Control:
 
     Keys are queued and written by whichever thread comes first (the key reader at once, the
     source's thread when the PTY was full), so a program that does not read cannot stall the
-    keyboard. Requests are carried out by the source's own thread at its next turn.
+    keyboard. Requests are carried out by the source's own thread at its next turn. A recording
+    of the input (``tap``) is told of each write first; it waits only when the recorder is a
+    whole queue behind (lossless, as for the output).
     """
 
-    def __init__(self, source: CommandSource) -> None:
+    def __init__(self, source: CommandSource, tap: InputTap | None = None) -> None:
         self._source = source
+        self._tap = tap
+        """Told of every key written (``Display.input_tap``: a recording of what was typed)."""
         self._lock = threading.Lock()
         self._input = bytearray()
         self._requests: list[str] = []
 
     def write(self, data: bytes) -> None:
+        tap = self._tap
+        sid = self._source._who.stream_id
         with self._lock:
+            if tap is not None and data and sid is not None:  # (in the lock: recorded in the order written)
+                tap(sid, self._source._stamp.now(), bytes(data))  # before the PTY has it: input precedes its echo
             self._input += data
             self._flush_locked()
 

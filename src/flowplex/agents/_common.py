@@ -63,6 +63,11 @@ class Stamper:
         self._t0 = time.monotonic_ns()
         self._last = -1
 
+    def now(self) -> int:
+        """Microseconds since the source opened, in the clock of its timestamps; nothing is taken
+        (any thread: what a key typed now would be stamped with, for a recording of the input)."""
+        return (time.monotonic_ns() - self._t0) // 1000
+
     def next(self, at_us: int | None = None) -> int:
         """The next timestamp: ``at_us`` (or now) unless that would not increase."""
         ts = (time.monotonic_ns() - self._t0) // 1000 if at_us is None else int(at_us)

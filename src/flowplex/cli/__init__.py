@@ -11,16 +11,15 @@ needs from inside the library is in ``flowplex._deadline``.
 
 from __future__ import annotations
 
-import sys
-
 from flowplex.packets._values import packet_value as packet_value  # moved; kept importable from here
 
 # The command modules register their commands on `app` when imported, in the order `--help` lists them.
 # isort: off
-from . import _run, _dot, _check, _schema, _info, _shm, _demo, _agents, _live, _attach, _recording  # noqa: F401
+from . import _run, _dot, _check, _schema, _info, _shm, _demo, _agents, _live, _attach, _recording, _record_live  # noqa: F401
 # isort: on
 from ._app import StderrLog as _StderrLog  # noqa: F401  (tests attach it to a record by this name)
 from ._app import app as app
+from ._app import stdout_reader_may_leave
 from ._loading import import_kernels as import_kernels
 from ._overrides import apply_overrides as apply_overrides
 from ._overrides import parse_override as parse_override
@@ -30,9 +29,10 @@ from ._watch import DEADLINE_SLACK_S as DEADLINE_SLACK_S
 
 
 def main() -> None:
-    """Console-script entry point."""
-    try:
+    """Console-script entry point.
+
+    A reader that leaves stdout early (``flowplex run g.yaml | head -1``) ends any command
+    quietly, exit 0 (see ``_app.stdout_reader_may_leave``).
+    """
+    with stdout_reader_may_leave():
         app()
-    except BrokenPipeError:  # `flowplex run g.yaml | head` exits quietly
-        sys.stderr.close()
-        sys.exit(0)

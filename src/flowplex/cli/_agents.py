@@ -58,6 +58,11 @@ def agents(
              "agents-3... when taken).")] = None,
     control: Annotated[bool, typer.Option(
         "--control/--no-control", help="Serve the session live (flowplex agents ls/send, stop).")] = True,
+    record: Annotated[Path | None, typer.Option(
+        "--record", metavar="FILE.mcap",
+        help="Record each agent's output stream into an MCAP file (one channel per agent, named after it).")] = None,
+    record_input: Annotated[bool, typer.Option(
+        "--record-input", help="With --record: also what is typed into each command (channel NAME.input).")] = False,
 ) -> None:
     """Run commands side by side: flowplex agents -- CMD1 ARGS -- CMD2 ARGS ...
 
@@ -81,11 +86,31 @@ def agents(
     if detach and not control:
         msg = "agents: -d needs the control socket: a background server is reached by its name (drop --no-control)"
         raise usage(msg)
+    if record_input and record is None:
+        msg = "agents: --record-input goes with --record FILE.mcap"
+        raise usage(msg)
     from flowplex.terminal._commands import agents as run_agents
 
     raise typer.Exit(run_agents(args, mode=mode, file=str(file) if file is not None else None,
                                 ring=ring, ring_producers=ring_producers, typing_key=typing_key, bell=bell,
-                                detach=detach, name=name, control=control))
+                                detach=detach, name=name, control=control,
+                                record=_record_path(record) if record is not None else None,
+                                record_input=record_input))
+
+
+def _record_path(record: Path) -> str:
+    """``--record``'s file, absolute (a detached server has a working directory of its own); a
+    directory, or a folder that does not exist, is a usage error."""
+    import os
+
+    path = os.path.abspath(record.expanduser())
+    if os.path.isdir(path):
+        msg = f"agents: --record {record}: is a directory (give a file, e.g. {record / 'agents.mcap'})"
+        raise usage(msg)
+    if not os.path.isdir(os.path.dirname(path)):
+        msg = f"agents: --record {record}: no such directory {os.path.dirname(path)}"
+        raise usage(msg)
+    return path
 
 
 def _before_separator(raw: list[str], args: list[str]) -> list[str]:

@@ -3,11 +3,17 @@ switch, the one-line error forms, the log handler and the help of the common opt
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import logging
+import os
+import signal
 import sys
+import threading
 import traceback
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, BinaryIO, TextIO, final
 
 import typer
 
@@ -107,3 +113,193 @@ def setup_logging() -> None:
     if not any(isinstance(h, StderrLog) for h in root.handlers):
         root.addHandler(StderrLog())
     root.setLevel(logging.INFO if state["debug"] else logging.WARNING)
+
+
+# --- stdout's reader leaving ------------------------------------------------------------------------
+#
+# `flowplex run g.yaml | head -1`, `flowplex replay f.mcap | head`: once the reader has what it wants
+# it closes the pipe, and the next write fails with EPIPE. Whatever command was writing, on whatever
+# thread, this is where that is noticed (every write to stdout goes through `_Stdout`) and the
+# command ends as `git log | head` ends: no message, no traceback. git and cat die of SIGPIPE (status
+# 141 under `set -o pipefail`); we exit 0 instead, for the reader had all it wanted, and a pipeline
+# should not fail because its reader stopped early. SIGPIPE keeps away from its default action: it
+# would kill the process for any socket or worker pipe whose peer went away, too.
+
+
+class ReaderLeft(KeyboardInterrupt):
+    """Stdout's reader has gone: raised on the main thread when a write on another thread met EPIPE.
+
+    A ``KeyboardInterrupt``, because it arrives as a signal, anywhere the main thread is: the
+    engine lets it through a kernel call as it lets Ctrl-C through, and the commands stop as they
+    do for Ctrl-C (a graph cancelled in order, a recording finished). ``except OSError`` (the
+    import system has several) must not swallow it, as it would a ``BrokenPipeError``.
+    """
+
+
+@final
+class _Stdout:
+    """``sys.stdout`` while a command runs: the one place that sees stdout's reader leave.
+
+    The first write (or flush) that finds the pipe closed points file descriptor 1 at
+    ``/dev/null``, so that what is still buffered, and the interpreter's last flush, go nowhere
+    and fail no more. Then the command stops: on the main thread the ``BrokenPipeError`` goes on
+    up (and every later write raises it again, as the pipe would); on another thread (a graph's
+    observer printing what reaches an output) the write is dropped, as every later one is, and the
+    main thread is sent SIGPIPE, whose handler raises :class:`ReaderLeft` there, wherever it
+    waits. Everything else is the wrapped stream's.
+    """
+
+    def __init__(self, inner: TextIO) -> None:
+        self._inner = inner
+        self.gone = False
+        """Whether the reader has left (the command is ending)."""
+        self.told = False
+        """Whether the main thread knows (it met the error, or was sent SIGPIPE): once, for it is unwinding."""
+        self.asked = False
+        """Whether the SIGPIPE sent to the main thread is to raise :class:`ReaderLeft` there."""
+        self._lock = threading.Lock()
+
+    @property
+    def buffer(self) -> _BinaryStdout:
+        """The binary side (``flowplex logs`` writes bytes), watched the same way."""
+        return _BinaryStdout(self, self._inner.buffer)
+
+    def write(self, text: str) -> int:
+        if not self.gone:
+            try:
+                return self._inner.write(text)
+            except BrokenPipeError:
+                pass
+        self.reader_left()
+        return len(text)
+
+    def writelines(self, lines: Iterable[str]) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.gone:
+            try:
+                self._inner.flush()
+                return
+            except BrokenPipeError:
+                pass
+        self.reader_left()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+    def reader_left(self) -> None:
+        """A write met EPIPE (or came after one): quiet the descriptor, then stop the command."""
+        with self._lock:
+            first = not self.gone
+            self.gone = True
+            if first:
+                with contextlib.suppress(OSError, ValueError):
+                    devnull = os.open(os.devnull, os.O_WRONLY)
+                    os.dup2(devnull, self._inner.fileno())
+                    os.close(devnull)
+            on_main = threading.current_thread() is threading.main_thread()
+            tell = not on_main and not self.told
+            self.told = True  # the main thread knows: it raised the error itself, or gets the signal
+            self.asked = self.asked or tell
+        if on_main:
+            raise BrokenPipeError(errno.EPIPE, "stdout's reader has gone")
+        if tell:
+            signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGPIPE)
+
+
+@final
+class _BinaryStdout:
+    """``sys.stdout.buffer`` seen through :class:`_Stdout`."""
+
+    def __init__(self, text: _Stdout, inner: BinaryIO) -> None:
+        self._text = text
+        self._inner = inner
+
+    def write(self, data: bytes) -> int:
+        if not self._text.gone:
+            try:
+                return self._inner.write(data)
+            except BrokenPipeError:
+                pass
+        self._text.reader_left()
+        return len(data)
+
+    def flush(self) -> None:
+        if not self._text.gone:
+            try:
+                self._inner.flush()
+                return
+            except BrokenPipeError:
+                pass
+        self._text.reader_left()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@final
+class _Stderr:
+    """``sys.stderr`` while a command runs: silent once stdout's reader has gone.
+
+    The command then ends on the reader's behalf, and says nothing of it (a run stopped that way
+    would otherwise report a Ctrl-C nobody pressed).
+    """
+
+    def __init__(self, inner: TextIO, stdout: _Stdout) -> None:
+        self._inner = inner
+        self._stdout = stdout
+
+    def write(self, text: str) -> int:
+        return len(text) if self._stdout.gone else self._inner.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._inner, name)
+
+
+@contextlib.contextmanager
+def stdout_reader_may_leave() -> Iterator[None]:
+    """Run a command (inside) so that stdout's reader leaving ends it quietly, exit 0.
+
+    Installs :class:`_Stdout` and :class:`_Stderr`, and a SIGPIPE handler that raises
+    :class:`ReaderLeft` on the main thread when :class:`_Stdout` asks (the kernel's own SIGPIPEs,
+    for a socket whose peer left, change nothing: the handler ignores them, as Python's default
+    does). On the way out stdout is flushed, and once the reader has gone every way the command
+    ended (the ``BrokenPipeError``, the exit code click made of it, the exit 130 of a command
+    stopped by :class:`ReaderLeft`...) becomes ``SystemExit(0)``.
+    """
+    if sys.stdout is None or sys.stderr is None:  # started with stdout or stderr closed: nothing to watch
+        yield
+        return
+    out = _Stdout(sys.stdout)
+    err = _Stderr(sys.stderr, out)
+    on_main = threading.current_thread() is threading.main_thread()
+    previous: Any = None
+    signalled = False
+
+    def on_sigpipe(signum: int, frame: object) -> None:
+        nonlocal signalled
+        if out.asked and not signalled:
+            signalled = True  # once: the main thread is unwinding
+            raise ReaderLeft
+
+    if on_main:
+        previous = signal.signal(signal.SIGPIPE, on_sigpipe)
+    sys.stdout, sys.stderr = out, err
+    try:
+        try:
+            yield
+        finally:
+            with contextlib.suppress(BrokenPipeError):
+                out.flush()
+    except BaseException:  # a BrokenPipeError, click's exit 1 for it, ReaderLeft's 130, or anything
+        if not out.gone:
+            raise
+        raise SystemExit(0) from None
+    finally:
+        sys.stdout, sys.stderr = out._inner, err._inner  # click may have wrapped them meanwhile: unwrapped too
+        if on_main and previous is not None:  # (None: a handler not set from Python, which cannot be put back)
+            signal.signal(signal.SIGPIPE, previous)
+    if out.gone:
+        raise SystemExit(0)

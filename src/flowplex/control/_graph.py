@@ -1,10 +1,11 @@
 """``GraphControl``: a running ``Graph`` behind a control socket (``ps``, ``top``, ``echo``, ``hz``,
-``dot``, ``stop``).
+``dot``, ``stop``, ``record``).
 
 Everything it reports comes from the graph's own snapshots (``Graph.stats``), sampled once a
 second by the control thread so that rates are deltas over a known interval; nothing of it runs
-per packet unless a client taps an edge (``_taps``). ``top`` switches the graph's callback timing
-on when it first asks (p50/p99 and a core's share need it): a graph nobody watches pays nothing.
+per packet unless a client taps an edge (``_taps``) or records streams (``_record``). ``top``
+switches the graph's callback timing on when it first asks (p50/p99 and a core's share need it):
+a graph nobody watches pays nothing.
 """
 
 from __future__ import annotations
@@ -16,8 +17,9 @@ import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Final, final
 
+from .._state import GraphState
 from .._suggest import did_you_mean
-from ..errors import ControlError
+from ..errors import ControlError, FlowplexError
 from ._server import ControlServer, Session
 from ._taps import ECHO_BUFFER, EchoTap, RateTap
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from ..diagnostics import GraphStats, NodeStats
     from ..engine._engine import Engine
     from ..graph import Graph
+    from ._record import LiveRecording
 
 __all__ = ["GraphControl", "node_rows"]
 
@@ -35,6 +38,10 @@ STREAM_BACKLOG: Final = 256 * 1024
 """Unsent bytes past which a streaming client counts as stalled: its packets are dropped, and counted."""
 SAMPLE_S: Final = 1.0
 """How often the control thread samples the graph's counters (the base of every rate)."""
+RECORD_FINISH_S: Final = 60.0
+"""How long the graph's close waits for its live recordings to finish their files."""
+RECORD_REPORT_S: Final = 0.5
+"""How long it then gives their clients' ``end`` events to be queued."""
 
 
 @final
@@ -48,9 +55,13 @@ class GraphControl:
         self._samples: deque[GraphStats] = deque(maxlen=2)
         self._lock = threading.Lock()
         self._samples.append(graph.stats())
+        self._recordings: list[LiveRecording] = []
+        """Live recordings not known to be finished (pruned as new ones start)."""
+        self._recording_of: dict[int, LiveRecording] = {}
+        """The recording of each connection that asked for one (by ``id(session)``)."""
         self._server = ControlServer(
-            name, {"top": self._top, "echo": self._echo, "hz": self._hz, "dot": self._dot, "stop": self._stop},
-            self._summary, kind="graph", exact=exact)
+            name, {"top": self._top, "echo": self._echo, "hz": self._hz, "dot": self._dot, "stop": self._stop,
+                   "record": self._record}, self._summary, kind="graph", exact=exact)
         self._server.ticks.append(self._sample)
 
     @property
@@ -64,7 +75,19 @@ class GraphControl:
         return str(self._server.path)
 
     def close(self) -> None:
-        """Stop serving; taps detach as their sessions end."""
+        """Finish the live recordings' files (their clients hear how they ended), then stop
+        serving; taps detach as their sessions end."""
+        with self._lock:
+            recordings = list(self._recordings)
+        ended = self._terminated()  # (else the close cancels a running graph: nothing to wait for)
+        for rec in recordings:
+            rec.stop("graph closed", settle=ended)
+        deadline = time.monotonic() + RECORD_FINISH_S
+        for rec in recordings:
+            rec.done.wait(max(0.0, deadline - time.monotonic()))
+        deadline = time.monotonic() + RECORD_REPORT_S
+        for rec in recordings:
+            rec.reported.wait(max(0.0, deadline - time.monotonic()))
         self._server.close()
 
     # -- sampling ------------------------------------------------------------------------------
@@ -215,6 +238,51 @@ class GraphControl:
     def _dot(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         view = request.get("view", "diagnostics")
         return {"dot": self._graph.to_dot(str(view))}
+
+    def _record(self, session: Session, request: dict[str, Any]) -> None:
+        """Record streams into a file until this connection asks to stop (``stop: true``) or
+        closes, the streams end, or the graph closes (``_record``); the answer names the
+        streams, the ``end`` event says what was recorded."""
+        from ._record import LiveRecording, parse_request
+
+        key = id(session)
+        current = self._recording_of.get(key)
+        if request.get("stop"):
+            if current is None:
+                msg = "record: this connection records nothing (send record with a path first)"
+                raise ControlError(msg)
+            current.stop(str(request.get("reason") or "stopped"))
+            return None
+        if current is not None:
+            msg = f"record: this connection records {current.path} already (one recording per connection)"
+            raise ControlError(msg)
+        state = self._graph.state
+        if state not in (GraphState.RUNNING, GraphState.DRAINING):
+            msg = (f"the graph is {state.name.lower()}: it has nothing to record" if state == GraphState.TERMINATED
+                   else f"the graph is {state.name.lower()}, not running: try again once it runs")
+            raise ControlError(msg)
+        edges = self._engine.edges
+        try:
+            rec = LiveRecording(self._engine, edges, parse_request(request, list(edges)), self._terminated)
+        except FlowplexError as exc:  # a bad request, path or file: the caller's to fix (exit 2)
+            session.send({"ok": False, "error": str(exc), "usage": True})
+            return None
+        with self._lock:
+            self._recordings = [r for r in self._recordings if not r.done.is_set()] + [rec]
+        self._recording_of[key] = rec
+
+        def closed() -> None:  # the client went away (a killed `flowplex record`): the file is finished all the same
+            self._recording_of.pop(key, None)
+            rec.reported.set()
+            rec.stop("client closed")
+
+        session.on_close.append(closed)
+        session.send({"ok": True, "path": rec.path, "streams": rec.streams})
+        session.pumps.append(lambda: rec.pump(session))
+        return None
+
+    def _terminated(self) -> bool:
+        return self._graph.state == GraphState.TERMINATED
 
     def _stop(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
         if request.get("now"):

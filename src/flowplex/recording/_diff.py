@@ -95,7 +95,8 @@ def diff(a: str | os.PathLike[str] | Recording, b: str | os.PathLike[str] | Reco
          metadata: bool = True) -> Divergence | None:
     """The first divergence between recordings ``a`` and ``b`` (paths or open recordings), or None.
 
-    ``streams`` compares only those (each must be in one file at least); ``atol`` is the absolute
+    ``streams`` compares only those (each must be in one file at least; a single ``str`` is one
+    stream's name, not its letters); ``atol`` is the absolute
     tolerance for floats and arrays; ``bounds`` and ``metadata`` say whether bounds and packet
     metadata are compared too.
 

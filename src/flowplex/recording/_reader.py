@@ -119,20 +119,26 @@ class StreamSummary:
     first_ts: int | None = None
     last_ts: int | None = None
     first_wall_ns: int | None = None
+    """When its first packet was recorded (ns since the epoch; bounds not counted)."""
     last_wall_ns: int | None = None
+    """When its last packet was recorded (bounds not counted)."""
     dropped: int = 0
     """Packets a lossy recording dropped (0 when the file does not say)."""
 
     @property
     def wall_span_s(self) -> float:
-        """Seconds of wall time between the first and the last message."""
+        """Seconds of wall time between the first and the last packet (0 with fewer than two)."""
         if self.first_wall_ns is None or self.last_wall_ns is None:
             return 0.0
         return (self.last_wall_ns - self.first_wall_ns) / 1e9
 
     @property
     def rate_hz(self) -> float | None:
-        """Packets per second of wall time; None with fewer than two packets or no span."""
+        """Packets per second over the wall time they span; None with fewer than two packets or no span.
+
+        Bounds count for nothing: a stream's last bound may come long after its last packet (the
+        bound that closes it, when the graph ends).
+        """
         span = self.wall_span_s
         return (self.count - 1) / span if self.count > 1 and span > 0 else None
 
@@ -146,7 +152,7 @@ class RecordingSummary:
     complete: bool = True
     """Whether the file ends with its MCAP footer (closed properly)."""
     problem: str | None = None
-    """Why the reading stopped early (a file cut short), else None."""
+    """What the file lacks, in words, when it is not complete (where it was cut short), else None."""
 
     @property
     def messages(self) -> int:
@@ -188,11 +194,20 @@ class Recording:
         self._dropped: dict[str, int] = {}
         self._all_channels = False
         self._scanned = False
-        self.problem: str | None = None
-        """Why the last full read stopped early (the file is cut short), else None."""
-        self._data_start = self._check_header()
-        self.complete = self._read_summary_section()
-        """Whether the file ends with its MCAP footer (the recorder closed it)."""
+        self._closed = False
+        try:
+            self._data_start = self._check_header()
+            self.complete = self._read_summary_section()
+            """Whether the file ends with its MCAP footer (the recorder closed it)."""
+        except RecordingError:
+            self.close()  # the map holds a descriptor of its own: not kept by a file that failed
+            raise
+        self.problem: str | None = None if self.complete else self._tail_problem(None)
+        """What the file lacks when it is not complete, in words, else None.
+
+        Said at open (the file ends without its summary and footer); a read to the end of the data
+        says more exactly where it was cut (inside a chunk, after the data section...).
+        """
 
     # --- errors ------------------------------------------------------------------------------------
 
@@ -251,6 +266,18 @@ class Recording:
         self._all_channels = True
         return True
 
+    def _tail_problem(self, data_end: int | None) -> str:
+        """What an incomplete file lacks at its end; ``data_end``: where its data section ended, if
+        a read found its end (a DataEnd record), else None."""
+        size = self._size
+        if bytes(self._buf[size - len(MAGIC):]) == MAGIC:
+            return f"its footer (before the closing magic bytes at byte {size - len(MAGIC)}) is malformed"
+        if data_end is None:
+            return f"cut short at byte {size}: it ends without its summary and footer"
+        if data_end >= size:
+            return f"cut short at byte {size}, right after its data: it ends without its summary and footer"
+        return f"cut short at byte {size}, inside its summary section: it ends without its footer"
+
     # --- records -----------------------------------------------------------------------------------
 
     def _next_record(self, pos: int, limit: int) -> tuple[int, int, int]:
@@ -300,11 +327,12 @@ class Recording:
 
     def _raw(self) -> Iterator[tuple[_Channel, memoryview, int]]:
         """Every message in file order: (channel, its data, its offset); sets ``problem`` at a cut."""
+        self._check_open()
         pos, size = self._data_start, self._size
         problem = None
         while True:
             if pos == size:
-                problem = f"cut short at byte {size}: it ends without its summary and footer"
+                problem = self._tail_problem(None)
                 break
             opcode, body, end = self._next_record(pos, size)
             if end < 0:
@@ -316,6 +344,8 @@ class Recording:
             elif opcode == _OP_CHUNK:
                 yield from self._chunk(body, end, pos)
             elif opcode in (_OP_DATA_END, _OP_FOOTER):
+                if not self.complete:  # the data is whole: what follows it is not
+                    problem = self._tail_problem(end)
                 break
             else:
                 self._interpret(self._buf, opcode, body, end, pos)
@@ -402,17 +432,24 @@ class Recording:
                               f"(it has {', '.join(map(repr, self.streams)) or 'none'})")
         return wanted
 
-    def messages(self, *, bounds: bool = False, streams: Iterable[str] | None = None) -> Iterator[Record]:
+    def messages(self, *, bounds: bool = False, streams: Iterable[str] | str | None = None) -> Iterator[Record]:
         """Every packet (and, with ``bounds=True``, every bound) as a :class:`Record`, in file order.
 
-        ``streams`` keeps only those streams.
+        ``streams`` keeps only those streams; a single ``str`` is one stream's name (not its letters).
 
         Raises:
-            RecordingError: A stream not in the file, or a corrupt message (naming the stream and
-                byte offset). A file cut short is not an error: reading stops at the last complete
-                chunk and :attr:`problem` says where.
+            RecordingError: At the call: a stream not in the file, or the recording is closed.
+                While iterating: a corrupt message (naming the stream and byte offset). A file cut
+                short is not an error: reading stops at the last complete chunk and
+                :attr:`problem` says where.
         """
+        self._check_open()
+        if isinstance(streams, str):
+            streams = (streams,)
         wanted = self._check_streams(streams) if streams is not None else None
+        return self._records(bounds, wanted)
+
+    def _records(self, bounds: bool, wanted: set[str] | None) -> Iterator[Record]:
         for channel, data, at in self._raw():
             if wanted is not None and channel.name not in wanted:
                 continue
@@ -439,7 +476,11 @@ class Recording:
         """Per stream: kinds, counts, first/last timestamps and wall times, rate, drops (one pass).
 
         Only the message headers are read, not the values.
+
+        Raises:
+            RecordingError: A corrupt message, or the recording is closed.
         """
+        self._check_open()
         out = RecordingSummary(self.path, complete=self.complete)
         streams: dict[int, StreamSummary] = {}
         kinds: dict[int, set[str]] = {}
@@ -458,10 +499,9 @@ class Recording:
                 kinds[channel.id].add(KIND_NAMES.get(kind, f"unknown {kind}"))
                 if s.first_ts is None:
                     s.first_ts = ts
+                    s.first_wall_ns = wall
                 s.last_ts = ts
-            if s.first_wall_ns is None:
-                s.first_wall_ns = wall
-            s.last_wall_ns = wall
+                s.last_wall_ns = wall
         for c in sorted(self._channels.values(), key=lambda c: c.id):
             s = streams.get(c.id) or StreamSummary(c.name, c.kind)
             s.kinds = tuple(sorted(kinds.get(c.id, ())))
@@ -478,8 +518,16 @@ class Recording:
                 pass
         return dict(self._dropped)
 
+    def _check_open(self) -> None:
+        if self._closed:
+            self._fail("the recording is closed")
+
     def close(self) -> None:
-        """Release the memory map (at once if no array view of it is alive, else when the last goes)."""
+        """Release the memory map (at once if no array view of it is alive, else when the last goes).
+
+        Reading afterwards is a ``RecordingError``; the arrays already read stay valid.
+        """
+        self._closed = True
         self._buf = memoryview(b"")
         m, self._map = self._map, None
         if m is not None:

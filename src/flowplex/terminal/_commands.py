@@ -90,6 +90,8 @@ def agents(
     detach: bool = False,
     name: str | None = None,
     control: bool = True,
+    record: str | None = None,
+    record_input: bool = False,
 ) -> int:
     """Run commands side by side, each in its own PTY and pane: ``-- CMD1 ARGS -- CMD2 ARGS``.
 
@@ -106,12 +108,15 @@ def agents(
     ``agents-2``...), print its name and return 0 once it serves (:mod:`._detach`). Without it
     the session is live all the same, under that name (``flowplex agents ls/send/stop NAME``),
     unless ``control`` is False.
+
+    ``record``: record each agent's output into that MCAP file, and with ``record_input`` what
+    was typed into each command (:mod:`._record`).
     """
     if detach:
         from ._detach import start_detached
 
         return start_detached(argv, name=name, file=file, ring=ring, ring_producers=ring_producers,
-                              typing_key=typing_key, bell=bell)
+                              typing_key=typing_key, bell=bell, record=record, record_input=record_input)
     entries = agent_entries(argv, file, ring)
     if entries is None:
         return 2
@@ -140,14 +145,31 @@ def agents(
     except ControlError as exc:
         _say(f"flowplex agents: {exc}")
         return 2
+    recording = None
+    if record is not None:
+        from ._record import record_session
+
+        try:
+            recording = record_session(graph, display, record, [e.name for e in entries], first_id,
+                                       ring=ring is not None, inputs=record_input)
+        except FlowplexError as exc:
+            if hub is not None:
+                hub.close()
+            _say(f"flowplex agents: --record: {exc}")
+            return 2
     started = time.monotonic()
-    code, error = _run_agents(graph, display, hub)
+    try:
+        code, error = _run_agents(graph, display, hub)
+    finally:
+        recorded = recording.close() if recording is not None else ""  # the graph stopped: every packet is in
     if error:
         _say(f"flowplex agents: error: {error}")
     now = time.monotonic()
     _echo(display, summary("flowplex agents", display.stats(), now - started))
     infos = [info for info in display.agents() if info.stream_id >= 0]  # not the stdout/stderr proxies
     _echo(display, roster(infos, now))
+    if recorded:
+        _say(f"flowplex agents: {recorded}")
     if code:
         return code
     return _agents_status(infos, range(first_id, first_id + len(entries)))

@@ -8,13 +8,19 @@ Agents without a control (LLM streams, transcripts) are read-only.
 from __future__ import annotations
 
 import signal
-from typing import Final, Protocol
+from collections.abc import Callable
+from typing import Final, Protocol, TypeAlias
 
-__all__ = ["ACTIONS", "AgentControl", "signal_name", "state_word"]
+__all__ = ["ACTIONS", "AgentControl", "InputTap", "signal_name", "state_word"]
 
 ACTIONS: Final = ("start", "stop", "restart", "kill")
 """What ``AgentControl.request`` accepts: start a command that is not running, SIGTERM it,
 restart it (stop, then start again), SIGKILL it."""
+
+
+InputTap: TypeAlias = Callable[[int, int, bytes], None]
+"""``tap(stream_id, ts, data)``: keys typed into an agent (``Display.input_tap``), ``ts`` in the
+agent's own output clock (microseconds), called on the thread that typed them."""
 
 
 class AgentControl(Protocol):

@@ -45,6 +45,8 @@ def start_detached(
     ring_producers: int,
     typing_key: str,
     bell: bool,
+    record: str | None = None,
+    record_input: bool = False,
 ) -> int:
     """Start ``flowplex agents`` ARGS in the background; print its name. Returns the exit code:
     0 once it serves, 2 for a usage error, else the failed server's status (1 at least)."""
@@ -65,7 +67,8 @@ def start_detached(
     read_end, write_end = os.pipe()
     spec = {"argv": argv, "name": name or "agents", "exact": name is not None,
             "file": os.path.abspath(file) if file else None, "ring": ring, "ring_producers": ring_producers,
-            "typing_key": typing_key, "bell": bell, "ready_fd": write_end, "log": temp_log}
+            "typing_key": typing_key, "bell": bell, "ready_fd": write_end, "log": temp_log,
+            "record": os.path.abspath(record) if record else None, "record_input": record_input}
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     try:
         proc = subprocess.Popen(

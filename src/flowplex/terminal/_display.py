@@ -29,7 +29,7 @@ from typing import ClassVar, Final
 
 from ..errors import StateError, UsageError
 from ._caps import TermCaps
-from ._control import AgentControl
+from ._control import AgentControl, InputTap
 from ._frames import FrameCounts, FrameSync, Resizes
 from ._room import Backpressure
 from ._roster import AgentInfo, AgentRoster, agent_type_of, stream_order
@@ -113,6 +113,10 @@ class Display(ABC):
         self.draining = threading.Event()
         """Set by the host program when it winds down: agent sources bound to this display
         (their ``display`` option) finish at their next turn, so the graph ends by itself."""
+        self.input_tap: InputTap | None = None
+        """Set by the host program before the agents start (``flowplex agents --record-input``):
+        the command sources tell it every key typed into their commands, whoever typed them
+        (typing mode, ``agents send``, an attached view)."""
         self._roster = AgentRoster(self._lock, self._on_agent)
         self._counts = FrameCounts()
         self._sync = FrameSync()

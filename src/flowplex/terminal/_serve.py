@@ -25,6 +25,7 @@ from ._hub import AgentHub, HubDisplay
 
 if TYPE_CHECKING:
     from ..graph import Graph
+    from ._record import AgentsRecording
 
 __all__ = ["ServeSpec", "main", "serve"]
 
@@ -45,6 +46,10 @@ class ServeSpec:
     """Where the process writes its name once it serves (a pipe to the starting command)."""
     log: str = ""
     """The log file it was started with (named once the name is known: ``<runtime>/NAME.log``)."""
+    record: str | None = None
+    """``--record``: the recording to write (an absolute path)."""
+    record_input: bool = False
+    """``--record-input``: what is typed into the agents goes into the recording too."""
 
 
 def serve(spec: ServeSpec) -> int:
@@ -59,7 +64,7 @@ def serve(spec: ServeSpec) -> int:
     built = _build(spec)
     if built is None:
         return 2
-    graph, display, count = built
+    graph, display, count, recording = built
     cancel = threading.Event()
 
     def on_stop(now: bool) -> None:
@@ -72,6 +77,8 @@ def serve(spec: ServeSpec) -> int:
                        on_stop=on_stop, source=spec.file or "")
     except ControlError as exc:
         _say(f"flowplex agents: {exc}")
+        if recording is not None:
+            recording.close()
         return 1
     if spec.log:
         with contextlib.suppress(OSError):
@@ -85,13 +92,16 @@ def serve(spec: ServeSpec) -> int:
         hub.close()
         if reaper:
             sweep_orphans()
+        recorded = recording.close() if recording is not None else ""
+    if recorded:
+        _say(f"flowplex agents: {hub.name}: {recorded}")
     _say(f"flowplex agents: {hub.name}: stopped")
     return code
 
 
-def _build(spec: ServeSpec) -> tuple[Graph, HubDisplay, int] | None:
-    """The graph of ``flowplex agents`` drawing into a new hub, and how many agents it has;
-    None after a usage error (reported)."""
+def _build(spec: ServeSpec) -> tuple[Graph, HubDisplay, int, AgentsRecording | None] | None:
+    """The graph of ``flowplex agents`` drawing into a new hub, how many agents it has and its
+    recording (with ``--record``); None after a usage error (reported)."""
     from . import _commands as commands
 
     entries = commands.agent_entries(spec.argv, spec.file, spec.ring)
@@ -107,7 +117,17 @@ def _build(spec: ServeSpec) -> tuple[Graph, HubDisplay, int] | None:
     except FlowplexError as exc:
         _say(f"flowplex agents: {exc}")
         return None
-    return graph, display, len(entries)
+    recording = None
+    if spec.record is not None:
+        from ._record import record_session
+
+        try:
+            recording = record_session(graph, display, spec.record, [e.name for e in entries], first_id,
+                                       ring=spec.ring is not None, inputs=spec.record_input)
+        except FlowplexError as exc:
+            _say(f"flowplex agents: --record: {exc}")
+            return None
+    return graph, display, len(entries), recording
 
 
 def _run(graph: Graph, display: HubDisplay, hub: AgentHub, cancel: threading.Event, ready_fd: int, count: int) -> int:
