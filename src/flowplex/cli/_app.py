@@ -150,7 +150,7 @@ class _Stdout:
     """
 
     def __init__(self, inner: TextIO) -> None:
-        self._inner = inner
+        self.inner = inner
         self.gone = False
         """Whether the reader has left (the command is ending)."""
         self.told = False
@@ -162,12 +162,12 @@ class _Stdout:
     @property
     def buffer(self) -> _BinaryStdout:
         """The binary side (``flowplex logs`` writes bytes), watched the same way."""
-        return _BinaryStdout(self, self._inner.buffer)
+        return _BinaryStdout(self, self.inner.buffer)
 
     def write(self, text: str) -> int:
         if not self.gone:
             try:
-                return self._inner.write(text)
+                return self.inner.write(text)
             except BrokenPipeError:
                 pass
         self.reader_left()
@@ -180,14 +180,14 @@ class _Stdout:
     def flush(self) -> None:
         if not self.gone:
             try:
-                self._inner.flush()
+                self.inner.flush()
                 return
             except BrokenPipeError:
                 pass
         self.reader_left()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
     def reader_left(self) -> None:
         """A write met EPIPE (or came after one): quiet the descriptor, then stop the command."""
@@ -197,7 +197,7 @@ class _Stdout:
             if first:
                 with contextlib.suppress(OSError, ValueError):
                     devnull = os.open(os.devnull, os.O_WRONLY)
-                    os.dup2(devnull, self._inner.fileno())
+                    os.dup2(devnull, self.inner.fileno())
                     os.close(devnull)
             on_main = threading.current_thread() is threading.main_thread()
             tell = not on_main and not self.told
@@ -215,12 +215,12 @@ class _BinaryStdout:
 
     def __init__(self, text: _Stdout, inner: BinaryIO) -> None:
         self._text = text
-        self._inner = inner
+        self.inner = inner
 
     def write(self, data: bytes) -> int:
         if not self._text.gone:
             try:
-                return self._inner.write(data)
+                return self.inner.write(data)
             except BrokenPipeError:
                 pass
         self._text.reader_left()
@@ -229,14 +229,14 @@ class _BinaryStdout:
     def flush(self) -> None:
         if not self._text.gone:
             try:
-                self._inner.flush()
+                self.inner.flush()
                 return
             except BrokenPipeError:
                 pass
         self._text.reader_left()
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
 
 @final
@@ -248,14 +248,14 @@ class _Stderr:
     """
 
     def __init__(self, inner: TextIO, stdout: _Stdout) -> None:
-        self._inner = inner
+        self.inner = inner
         self._stdout = stdout
 
     def write(self, text: str) -> int:
-        return len(text) if self._stdout.gone else self._inner.write(text)
+        return len(text) if self._stdout.gone else self.inner.write(text)
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self._inner, name)
+        return getattr(self.inner, name)
 
 
 @contextlib.contextmanager
@@ -298,7 +298,7 @@ def stdout_reader_may_leave() -> Iterator[None]:
             raise
         raise SystemExit(0) from None
     finally:
-        sys.stdout, sys.stderr = out._inner, err._inner  # click may have wrapped them meanwhile: unwrapped too
+        sys.stdout, sys.stderr = out.inner, err.inner  # click may have wrapped them meanwhile: unwrapped too
         if on_main and previous is not None:  # (None: a handler not set from Python, which cannot be put back)
             signal.signal(signal.SIGPIPE, previous)
     if out.gone:
