@@ -47,7 +47,7 @@ def test_print_is_unpaced_by_default_and_paced_with_rate(tmp_path: Path) -> None
     assert fast.returncode == paced.returncode == 0, (fast.stderr, paced.stderr)
     assert fast.stdout == paced.stdout
     assert [json.loads(line)["value"] for line in paced.stdout.splitlines()] == [0, 10, 20, 30]
-    assert paced_s - fast_s >= 0.8, (paced_s, fast_s)
+    assert paced_s - fast_s >= 0.6, (paced_s, fast_s)  # 0.9 s as recorded; slack for a loaded machine
 
 
 def test_print_loop_shifts_timestamps_and_n_stops_it(tmp_path: Path) -> None:
