@@ -44,7 +44,7 @@ import json
 import math
 import struct
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, TypeAlias
 
 from .._types import MetadataValue
 from ..errors import FlowplexError, UsageError
@@ -57,15 +57,20 @@ if TYPE_CHECKING:
 __all__ = [
     "ENCODING",
     "HEADER",
+    "I64",
+    "I64_MESSAGE",
     "KIND_NAMES",
     "KINDS",
     "PROFILE",
     "RecordingError",
+    "VERSION",
     "Decoded",
     "decode",
     "encode_bound",
     "encode_packet",
+    "encode_packet_parts",
     "encode_value",
+    "encode_value_parts",
     "kind_of",
     "schema_data",
     "schema_name",
@@ -161,6 +166,23 @@ def kind_of(kind: str | int) -> str:
 
 
 # --- encoding ---------------------------------------------------------------------------------------
+#
+# A message is encoded as two parts, ``head`` (the header, the metadata and every byte of a scalar
+# payload) and ``body`` (the bytes of a ``bytes`` value or an array, as they are, or ``b""``), so
+# that a writer holding the packet (``Recorder.write``) can hand an array's memory to the file
+# without copying it; ``encode_packet`` and ``encode_value`` join the two, which copies the array
+# once, for a caller that keeps the message after the packet may change (a capture's queue).
+
+Body: TypeAlias = "bytes | memoryview"
+"""The second part of an encoded message: a ``bytes`` value, an array's memory, or ``b""``."""
+
+_EMPTY_BODY: Final = b""
+I64_MESSAGE: Final = struct.Struct("<qqBBHIq")
+"""A whole I64 message with no metadata: the header, then the value (one ``pack`` per packet):
+``I64_MESSAGE.pack(ts, wall_ns, I64, VERSION, 0, 0, value)``."""
+_SCALAR_I64: Final = I64_MESSAGE
+_SCALAR_F64: Final = struct.Struct("<qqBBHId")
+_SCALAR_BOOL: Final = struct.Struct("<qqBBHIB")
 
 
 def _metadata_json(metadata: dict[str, MetadataValue] | None) -> bytes:
@@ -173,13 +195,35 @@ def _header(ts: int, wall_ns: int, kind: int, meta: bytes) -> bytes:
     return HEADER.pack(ts, wall_ns, kind, VERSION, _HAS_META if meta else 0, len(meta)) + meta
 
 
+def _joined(head: bytes, body: Body) -> bytes:
+    return b"".join((head, body)) if body else head
+
+
 def encode_value(ts: int, value: object, *, wall_ns: int,
                  metadata: dict[str, MetadataValue] | None = None) -> tuple[int, bytes]:
     """Encode one value (None, bool, int, float, str, bytes or a numpy array): ``(kind, message bytes)``.
 
+    The message owns its bytes (an array's are copied once), so it stays right whatever happens
+    to the value afterwards.
+
     Raises:
         UsageError: The value is of another type, an int does not fit 64 bits, or an array has a
             dtype that is not numeric.
+    """
+    kind, head, body = encode_value_parts(ts, value, wall_ns=wall_ns, metadata=metadata)
+    return kind, _joined(head, body)
+
+
+def encode_value_parts(ts: int, value: object, *, wall_ns: int,
+                       metadata: dict[str, MetadataValue] | None = None) -> tuple[int, bytes, Body]:
+    """Encode one value as ``(kind, head, body)``: the message is ``head + body``, where ``body``
+    is a ``bytes`` value or an array's memory as it is (a view, not a copy) and ``b""`` otherwise.
+
+    The body is only valid while the value is unchanged: write it out before anything may write
+    to the array.
+
+    Raises:
+        UsageError: As :func:`encode_value`.
     """
     try:
         return _encode(ts, value, wall_ns, _metadata_json(metadata))
@@ -188,29 +232,31 @@ def encode_value(ts: int, value: object, *, wall_ns: int,
         raise UsageError(msg) from None
 
 
-def _encode(ts: int, value: object, wall_ns: int, meta: bytes) -> tuple[int, bytes]:
+def _encode(ts: int, value: object, wall_ns: int, meta: bytes) -> tuple[int, bytes, Body]:
     cls = type(value)
     if value is None:
-        return EMPTY, _header(ts, wall_ns, EMPTY, meta)
+        return EMPTY, _header(ts, wall_ns, EMPTY, meta), _EMPTY_BODY
     if cls is bool:
-        return BOOL, _header(ts, wall_ns, BOOL, meta) + (b"\x01" if value else b"\x00")
+        return BOOL, _header(ts, wall_ns, BOOL, meta) + (b"\x01" if value else b"\x00"), _EMPTY_BODY
     if cls is int:
-        return I64, _header(ts, wall_ns, I64, meta) + _I64S.pack(value)
+        return I64, _header(ts, wall_ns, I64, meta) + _I64S.pack(value), _EMPTY_BODY
     if cls is float:
-        return F64, _header(ts, wall_ns, F64, meta) + _F64S.pack(value)
+        return F64, _header(ts, wall_ns, F64, meta) + _F64S.pack(value), _EMPTY_BODY
     if cls is str:
-        return STR, _header(ts, wall_ns, STR, meta) + value.encode("utf-8", "surrogatepass")  # type: ignore[attr-defined]
+        return (STR, _header(ts, wall_ns, STR, meta) + value.encode("utf-8", "surrogatepass"),  # type: ignore[attr-defined]
+                _EMPTY_BODY)
     if cls is bytes:
-        return BYTES, _header(ts, wall_ns, BYTES, meta) + value  # type: ignore[operator]
+        return BYTES, _header(ts, wall_ns, BYTES, meta), value  # type: ignore[return-value]
     import numpy as np
 
     if isinstance(value, np.ndarray):
-        return BUFFER, _encode_array(ts, value, wall_ns, meta)
+        head, body = _array_parts(ts, value, wall_ns, meta)
+        return BUFFER, head, body
     msg = f"cannot record a {cls.__name__}: values are None, bool, int, float, str, bytes or numpy arrays"
     raise UsageError(msg)
 
 
-def _encode_array(ts: int, arr: npt.NDArray[np.generic], wall_ns: int, meta: bytes) -> bytes:
+def _array_parts(ts: int, arr: npt.NDArray[np.generic], wall_ns: int, meta: bytes) -> tuple[bytes, Body]:
     import numpy as np
 
     dt = arr.dtype
@@ -221,19 +267,47 @@ def _encode_array(ts: int, arr: npt.NDArray[np.generic], wall_ns: int, meta: byt
     code = dt.str.encode("ascii")
     head = (_header(ts, wall_ns, BUFFER, meta) + _BUF.pack(arr.ndim, len(code)) + code
             + struct.pack(f"<{arr.ndim}Q", *arr.shape))
+    if not arr.size:
+        return head, _EMPTY_BODY
     data = arr if arr.flags.c_contiguous else np.ascontiguousarray(arr)
-    return b"".join((head, data.reshape(-1).view(np.uint8).data if data.size else b""))
+    return head, data.reshape(-1).view(np.uint8).data
 
 
 def encode_packet(packet: Packet, *, wall_ns: int) -> tuple[int, bytes]:
     """Encode a packet (its timestamp, metadata and value): ``(kind, message bytes)``.
 
-    A buffer is read through ``as_numpy`` (no copy unless it is strided).
+    The message owns its bytes: a buffer's are copied once (read through ``as_numpy``), so the
+    graph may reuse the buffer as soon as this returns.
 
     Raises:
         UsageError: A buffer that does not live on the CPU, or a custom type id.
     """
-    tid = packet.type_id
+    kind, head, body = encode_packet_parts(packet, wall_ns=wall_ns)
+    return kind, _joined(head, body)
+
+
+def encode_packet_parts(packet: Packet, *, wall_ns: int) -> tuple[int, bytes, Body]:
+    """Encode a packet as ``(kind, head, body)`` (see :func:`encode_value_parts`): a buffer's body
+    is a view of its memory, valid while the packet is held and unchanged.
+
+    An I64, F64 or bool packet with no metadata, what most small streams carry, is packed in one
+    step.
+
+    Raises:
+        UsageError: A buffer that does not live on the CPU, or a custom type id.
+    """
+    tid = packet._tid
+    if packet._meta is None:
+        try:
+            if tid == I64:
+                return I64, _SCALAR_I64.pack(packet._ts, wall_ns, I64, VERSION, 0, 0, packet._value), _EMPTY_BODY
+            if tid == F64:
+                return F64, _SCALAR_F64.pack(packet._ts, wall_ns, F64, VERSION, 0, 0, packet._value), _EMPTY_BODY
+            if tid == BOOL:
+                return BOOL, _SCALAR_BOOL.pack(packet._ts, wall_ns, BOOL, VERSION, 0, 0, packet._value is True), \
+                    _EMPTY_BODY
+        except struct.error:
+            pass  # a wall time out of range: the general path says so
     meta: dict[str, MetadataValue] | None = None
     keys = packet.metadata_keys()
     if keys:
@@ -250,7 +324,7 @@ def encode_packet(packet: Packet, *, wall_ns: int) -> tuple[int, bytes]:
     else:
         msg = f"cannot record {packet!r}: type id {tid} has no recording codec"
         raise UsageError(msg)
-    return encode_value(packet.timestamp, value, wall_ns=wall_ns, metadata=meta)
+    return encode_value_parts(packet.timestamp, value, wall_ns=wall_ns, metadata=meta)
 
 
 def encode_bound(ts: int, *, wall_ns: int) -> bytes:

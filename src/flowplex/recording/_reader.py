@@ -34,6 +34,17 @@ from ._codec import (
     RecordingError,
     decode,
 )
+from ._mcap import (
+    MAGIC,
+    OP_CHANNEL,
+    OP_CHUNK,
+    OP_DATA_END,
+    OP_FOOTER,
+    OP_HEADER,
+    OP_MESSAGE,
+    OP_METADATA,
+    OP_SCHEMA,
+)
 from ._writer import DROPPED_METADATA
 
 if TYPE_CHECKING:
@@ -43,15 +54,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Record", "Recording", "RecordingSummary", "StreamSummary", "open_recording"]
 
-MAGIC: Final = b"\x89MCAP0\r\n"
-_OP_HEADER: Final = 0x01
-_OP_FOOTER: Final = 0x02
-_OP_SCHEMA: Final = 0x03
-_OP_CHANNEL: Final = 0x04
-_OP_MESSAGE: Final = 0x05
-_OP_CHUNK: Final = 0x06
-_OP_METADATA: Final = 0x0C
-_OP_DATA_END: Final = 0x0F
 _OP_NAMES: Final = {1: "Header", 2: "Footer", 3: "Schema", 4: "Channel", 5: "Message", 6: "Chunk",
                     7: "MessageIndex", 8: "ChunkIndex", 9: "Attachment", 10: "AttachmentIndex",
                     11: "Statistics", 12: "Metadata", 13: "MetadataIndex", 14: "SummaryOffset",
@@ -228,7 +230,7 @@ class Recording:
         if size < len(MAGIC) + _REC.size:
             self._fail(f"truncated at byte {size}, before its MCAP header record")
         opcode, length = _REC.unpack_from(buf, len(MAGIC))
-        if opcode != _OP_HEADER:
+        if opcode != OP_HEADER:
             self._fail(f"not a valid MCAP file: the first record is opcode {opcode:#x}, not a Header")
         body = len(MAGIC) + _REC.size
         if body + length > size:
@@ -249,7 +251,7 @@ class Recording:
         if start < self._data_start or bytes(buf[size - len(MAGIC):]) != MAGIC:
             return False
         opcode, length = _REC.unpack_from(buf, start)
-        if opcode != _OP_FOOTER or length != _FOOTER_SIZE - _REC.size:
+        if opcode != OP_FOOTER or length != _FOOTER_SIZE - _REC.size:
             return False
         summary_start = struct.unpack_from("<Q", buf, start + _REC.size)[0]
         if summary_start == 0:  # no summary: the channels are found by reading the data
@@ -293,17 +295,17 @@ class Recording:
     def _interpret(self, buf: memoryview, opcode: int, body: int, end: int, at: int) -> None:
         """Register a Schema, Channel or Metadata record of ``buf`` (others are skipped)."""
         try:
-            if opcode == _OP_SCHEMA:
+            if opcode == OP_SCHEMA:
                 sid = struct.unpack_from("<H", buf, body)[0]
                 name, pos = _string(buf, body + 2, end)
                 encoding, pos = _string(buf, pos, end)
                 self._schemas[sid] = (name, encoding)
-            elif opcode == _OP_CHANNEL:
+            elif opcode == OP_CHANNEL:
                 cid, sid = struct.unpack_from("<HH", buf, body)
                 topic, pos = _string(buf, body + 4, end)
                 encoding, pos = _string(buf, pos, end)
                 self._add_channel(cid, sid, topic, encoding)
-            elif opcode == _OP_METADATA:
+            elif opcode == OP_METADATA:
                 name, pos = _string(buf, body, end)
                 if name == DROPPED_METADATA:
                     for key, value in _string_map(buf, pos, end).items():
@@ -339,11 +341,11 @@ class Recording:
                 what = _OP_NAMES.get(opcode, "record") if opcode >= 0 else "record header"
                 problem = f"cut short at byte {size}: its last {what} (at byte {pos}) is incomplete"
                 break
-            if opcode == _OP_MESSAGE:
+            if opcode == OP_MESSAGE:
                 yield self._message(self._buf, body, end, pos)
-            elif opcode == _OP_CHUNK:
+            elif opcode == OP_CHUNK:
                 yield from self._chunk(body, end, pos)
-            elif opcode in (_OP_DATA_END, _OP_FOOTER):
+            elif opcode in (OP_DATA_END, OP_FOOTER):
                 if not self.complete:  # the data is whole: what follows it is not
                     problem = self._tail_problem(end)
                 break
@@ -388,9 +390,9 @@ class Recording:
             rbody = pos + _REC.size
             if length > n - rbody:
                 self._fail(f"corrupt Chunk at byte {at}: a record runs past its end")
-            if opcode == _OP_MESSAGE:
+            if opcode == OP_MESSAGE:
                 yield self._message(data, rbody, rbody + length, at)
-            elif opcode in (_OP_SCHEMA, _OP_CHANNEL):
+            elif opcode in (OP_SCHEMA, OP_CHANNEL):
                 self._interpret(data, opcode, rbody, rbody + length, at)
             pos = rbody + length
 
