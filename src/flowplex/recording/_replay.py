@@ -18,7 +18,7 @@ from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final, final
 
-from .._timestamps import TS_MAX, TS_MIN
+from .._timestamps import TS_DONE, TS_MAX, TS_MIN
 from ..errors import UsageError
 from ._reader import Record
 
@@ -143,8 +143,10 @@ class Player:
                 continue
             if self.end_s is not None and rel > self.end_s:
                 break
-            if r.is_bound and r.ts >= TS_MAX:
-                continue  # the stream's end: the replay's own end closes it
+            if r.is_bound and (r.ts >= TS_DONE or (r.ts > TS_MAX and self.loop)):
+                # The stream's end: the replay's own end closes it. A bound past TS_MAX (left by
+                # a node that saw a packet at TS_POST_STREAM) is replayed, unless a loop goes on.
+                continue
             if k == 0:
                 self._learn(out, r.ts, rel)
             played += 1
