@@ -23,7 +23,7 @@ from flowplex.terminal._sanitize import visible_controls as shown
 
 from ._app import IMPORT_HELP, SET_HELP, app, fail, usage
 from ._live import echo_line
-from ._run import ControlOption, NameOption
+from ._run import CompressionOption, ControlOption, NameOption
 
 if TYPE_CHECKING:
     from flowplex.recording import Record, Recording, RecordingSummary
@@ -193,8 +193,7 @@ def replay(
         "--end", metavar="S", help="Stop S seconds after the recording's first message.")] = None,
     record: Annotated[Path | None, typer.Option(
         "--record", metavar="OUT.mcap", help="With --graph: record the replayed run, as run --record does.")] = None,
-    compression: Annotated[str, typer.Option(
-        "--compression", metavar="zstd|lz4|none", help="With --record: how chunks are compressed.")] = "zstd",
+    compression: CompressionOption = "zstd",
     overrides: Annotated[list[str] | None, typer.Option(
         "--set", "-s", metavar="NODE.OPTION=VALUE", help="With --graph: " + SET_HELP)] = None,
     imports: Annotated[list[str] | None, typer.Option(
@@ -289,9 +288,6 @@ def _print_replay(file: Path, streams: str | None, count: int | None, as_json: b
             with contextlib.suppress(OSError):
                 out.flush()
             raise fail(exc, 2) from None
-        except BrokenPipeError:  # `flowplex replay f.mcap | head`: the reader has all it wants
-            os.dup2(os.open(os.devnull, os.O_WRONLY), out.fileno())  # what is still buffered goes nowhere
-            raise typer.Exit(0) from None
         except KeyboardInterrupt:
             ended = "; interrupted"
         told = f"{packets} packet(s)" + (f", {n_bounds} bound(s)" if bounds else "")
