@@ -251,7 +251,6 @@ def test_two_clients_record_at_once_but_never_one_file_twice(live: flowplex.Grap
 def test_bad_input_is_one_line_and_exit_2(live: flowplex.Graph, tmp_path: Path) -> None:
     (tmp_path / "adir").mkdir()
     cases = [
-        (["camm", "-o", "x.mcap"], r"no live graph named 'camm'; did you mean `cam`\?"),
         (["cam", "-o", "x.mcap", "--streams", "a,bb"], r"cam: no stream named 'bb'; did you mean `b`\? "
                                                        r"\(streams: a, b\)"),
         (["cam", "-o", "adir"], r"-o adir: is a directory \(give a file, e\.g\. adir/recording\.mcap\)"),
@@ -266,8 +265,28 @@ def test_bad_input_is_one_line_and_exit_2(live: flowplex.Graph, tmp_path: Path) 
         assert done.returncode == 2, (args, done.stderr)
         assert re.fullmatch(rf"flowplex: error: {message}\n", done.stderr), (args, done.stderr)
         assert done.stdout == ""
+    # A name that is not live is exit 1, as for top, echo, stop and every live command.
+    for argv in (["record", "camm", "-o", "x.mcap"], ["top", "camm", "--once"]):
+        done = run_flowplex(*argv, cwd=tmp_path)
+        assert (done.returncode, done.stdout) == (1, ""), (argv, done.stderr)
+        assert done.stderr == "flowplex: error: no live graph named 'camm'; did you mean `cam`?\n", argv
     assert not (tmp_path / "x.mcap").exists()  # nothing was created for a refused request
     assert live.state == flowplex.GraphState.RUNNING  # and the graph ran on
+
+
+def test_every_op_of_a_live_graph_is_a_known_op(live: flowplex.Graph) -> None:
+    """``KNOWN_OPS`` (an op of some endpoint is no typo, so no did-you-mean) holds each op a graph
+    answers, ``record`` included: asked for an agents op, the graph lists its own."""
+    from flowplex.control import connect
+    from flowplex.control._server import KNOWN_OPS
+    from flowplex.errors import ControlError
+
+    with connect("cam") as client, pytest.raises(ControlError) as caught:
+        client.request("attach")
+    found = re.fullmatch(r"cam is a graph: it has no op 'attach' \(its ops: (.*)\)", str(caught.value))
+    assert found is not None, str(caught.value)
+    ops = set(found[1].split(", "))
+    assert "record" in ops and ops <= KNOWN_OPS, ops - KNOWN_OPS
 
 
 def test_a_graph_that_ended_has_nothing_to_record(runtime: Path, tmp_path: Path) -> None:

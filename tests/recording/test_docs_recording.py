@@ -38,3 +38,33 @@ def test_the_yaml_graphs_load() -> None:
     assert graphs
     for text in graphs:
         assert load_yaml(text).nodes
+
+
+def _command_lines() -> list[list[str]]:
+    """Each ``flowplex CMD ...`` of the page's ``sh`` blocks, as words (continued lines joined,
+    comments and ``[ ] |`` left out)."""
+    found: list[list[str]] = []
+    for block in blocks("sh"):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = re.sub(r"[\[\]|]", " ", line.split("#", 1)[0]).split()
+            if words[:1] == ["flowplex"]:
+                found.append(words[1:])
+    return found
+
+
+def test_every_option_the_commands_show_is_in_their_help() -> None:
+    """The synopses and examples name real commands and real options (what ``--help`` lists)."""
+    import typer.main
+
+    from flowplex.cli import app
+
+    group = typer.main.get_command(app)
+    lines = _command_lines()
+    assert {words[0] for words in lines} >= {"run", "record", "agents", "replay", "inspect", "diff"}
+    for words in lines:
+        command = group.commands[words[0]]  # type: ignore[attr-defined]
+        options = {o for p in command.params for o in (*p.opts, *p.secondary_opts)}
+        for word in words[1:]:
+            flag = word.split("=", 1)[0]
+            if flag.startswith("-") and flag != "--":
+                assert flag in options, f"flowplex {words[0]}: no option {flag} (it has {sorted(options)})"

@@ -90,11 +90,21 @@ def test_inspect_and_replay_print_the_readers_words(tmp_path: Path) -> None:
     data = _whole(tmp_path / "whole.mcap")
     (tmp_path / "cut.mcap").write_bytes(data[:_summary_start(data)])
     with rec_mod.open(tmp_path / "cut.mcap") as r:
-        problem = r.summary().problem  # what a read to the end says
+        summary = r.summary()  # what a read to the end says
+        truncation = r.truncation
+    problem = summary.problem
     assert problem is not None and "right after its data" in problem
+    assert truncation == (f"{tmp_path / 'cut.mcap'} is truncated: {problem}; read up to its last complete chunk "
+                          f"({summary.messages} messages)")
     inspect, replay = flowplex_commands(["inspect", "cut.mcap"], ["replay", "cut.mcap", "-n", "1"], cwd=tmp_path)
+    warning = f"flowplex: warning: cut.mcap is truncated: {problem}; read up to its last complete chunk "
     assert inspect.returncode == 0 and inspect.stdout.splitlines()[-1] == problem
-    assert replay.returncode == 0 and replay.stderr.strip().endswith(f"(the file is {problem})"), replay.stderr
+    assert inspect.stderr == f"{warning}({summary.messages} messages)\n", inspect.stderr
+    # Even when it prints one packet, replay says where the file was cut: what a read to the end says.
+    assert replay.returncode == 0 and replay.stderr == (
+        f"{warning}({summary.messages} messages)\nflowplex: 1 packet(s) from cut.mcap\n"), replay.stderr
+    with rec_mod.open(tmp_path / "whole.mcap") as r:
+        assert r.truncation is None
 
 
 # --- stream names ---------------------------------------------------------------------------------------

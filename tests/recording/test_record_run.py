@@ -66,6 +66,9 @@ def test_streams_compression_and_mistakes(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "--compression: 'gzip' is not one of zstd, lz4, none" in bad.stderr
     alone = _cli("run", "--lossy", "g.yaml", cwd=tmp_path)
     assert alone.returncode == 2 and "go with --record FILE.mcap" in alone.stderr
+    empty = _cli("run", "--record", "x.mcap", "--streams", " , ", "g.yaml", cwd=tmp_path)  # as record and replay say
+    assert (empty.returncode, empty.stderr) == (2, "flowplex: error: --streams ' , ' names no stream\n")
+    assert not (tmp_path / "x.mcap").exists()
 
 
 FLOOD = """

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import struct
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -529,6 +530,11 @@ def test_cli_truncated_recordings(cli_dir: Path, tmp_path: Path) -> None:
     done = _cli("replay", "many-half.mcap", "--graph", "g.yaml", "--rate", "max", "--record", "H.mcap", cwd=d)
     assert done.returncode == 0 and "Traceback" not in done.stderr, done.stderr
     assert all(line.startswith("flowplex: ") for line in done.stderr.splitlines()), done.stderr
+    warnings = [line for line in done.stderr.splitlines() if line.startswith("flowplex: warning: ")]
+    kept_messages = sum(1 for _ in recording.open(d / "many-half.mcap").messages(bounds=True))
+    assert len(warnings) == 1 and re.fullmatch(
+        r"flowplex: warning: many-half\.mcap is truncated: cut short at byte \d+: [^;]+; read up to its last "
+        rf"complete chunk \({kept_messages} messages\)", warnings[0]), done.stderr
     replayed = recorded(d / "H.mcap")[0]
     assert replayed["a"] == kept["a"] and replayed["b"] == kept["b"]
     diff = _cli("diff", "many.mcap", "many-half.mcap", cwd=d)
@@ -568,3 +574,47 @@ def test_cli_bad_data_found_while_replaying_is_a_runtime_error(cli_dir: Path, tm
         assert done.stderr.endswith(": a str value in a i64 stream (schema mismatch)\n"), done.stderr
     _one_line(_cli("replay", "strs.mcap", *replay, "--replace", "src=s", cwd=d), 1,
               "[big] input port `a` type mismatch: contract declares I64, actual Str")
+
+
+def _chunk_offsets(data: bytes) -> list[int]:
+    """Where each top-level Chunk record of an MCAP file starts."""
+    record = struct.Struct("<BQ")
+    pos, found = 8, []  # after the magic bytes
+    while pos + record.size <= len(data):
+        opcode, length = record.unpack_from(data, pos)
+        if opcode == 0x06:
+            found.append(pos)
+        pos += record.size + length
+    return found
+
+
+@pytest.mark.parametrize("compression", ["none", "zstd"])
+def test_cli_a_corrupt_chunk_in_the_middle_is_one_line_naming_the_file(tmp_path: Path, compression: str) -> None:
+    """Chunks before it replay; the damaged one stops the run (exit 1) with one line that names
+    the file and the chunk's offset, never a traceback. Printing or comparing the file, which only
+    reads it, is bad input (exit 2), said the same way."""
+    d = tmp_path
+    (d / "g.yaml").write_text(GRAPH)
+    with recording.Recorder(d / "many.mcap", chunk_size=256, compression=compression) as rec:
+        rec.add_stream("a", kind="i64")
+        for ts in range(60):
+            rec.write_value("a", ts, ts)
+    data = bytearray((d / "many.mcap").read_bytes())
+    chunks = _chunk_offsets(bytes(data))
+    assert len(chunks) >= 5
+    middle = chunks[len(chunks) // 2]
+    data[middle + 60] ^= 0xFF  # in the chunk's records, past its header (36 bytes) and compression name
+    (d / "bad.mcap").write_bytes(bytes(data))
+    where = f"bad.mcap: corrupt Chunk at byte {middle}: "
+    done = _cli("replay", "bad.mcap", "--graph", "g.yaml", "--replace", "src=a", "--rate", "max",
+                "-o", "out.jsonl", cwd=d)
+    _one_line(done, 1, where)
+    assert re.fullmatch(rf"flowplex: error: g\.yaml: kernel failed: \[src\] RecordingError: \S*{re.escape(where)}"
+                        r"[^\n]+\n", done.stderr), done.stderr
+    printed = _cli("replay", "bad.mcap", cwd=d)
+    assert printed.returncode == 2 and "Traceback" not in printed.stderr
+    assert printed.stderr == f"flowplex: error: {where}" + printed.stderr.split(where, 1)[1]
+    assert printed.stderr.count("\n") == 1
+    assert 0 < len(printed.stdout.splitlines()) < 60  # the chunks before it were printed
+    _one_line(_cli("inspect", "bad.mcap", cwd=d), 2, where)
+    _one_line(_cli("diff", "many.mcap", "bad.mcap", cwd=d), 2, where)

@@ -339,4 +339,4 @@ def test_a_writer_that_fails_stops_holding_the_graph(tmp_path: Path, monkeypatch
         on_packet(Packet.from_numpy(frame, ts=i))
     cap.close()
     assert cap.dropped == {"cam": 50}
-    assert isinstance(cap._failure, RecordingError)
+    assert isinstance(cap.failure, RecordingError)

@@ -74,6 +74,18 @@ def usage(message: str) -> typer.Exit:
     return typer.Exit(2)
 
 
+def stream_list(option: str | None) -> list[str] | None:
+    """``--streams a,b`` as names, each once, in order (None without the option); a list that
+    names no stream is a usage error."""
+    if option is None:
+        return None
+    names = list(dict.fromkeys(s.strip() for s in option.split(",") if s.strip()))
+    if not names:
+        msg = f"--streams {option!r} names no stream"
+        raise usage(msg)
+    return names
+
+
 def check_view(option: str, view: str) -> None:
     """A DOT view option (``--view``, ``--dot-view``) must name a view (exit 2 otherwise)."""
     from flowplex.diagnostics._dot import parse_view

@@ -20,8 +20,8 @@ import typer
 
 from flowplex.terminal._sanitize import visible_controls as shown
 
-from ._app import app, usage
-from ._live import _fail, _sigterm_ends_the_stream
+from ._app import app, stream_list, usage
+from ._live import _connect, _fail, _sigterm_ends_the_stream
 
 if TYPE_CHECKING:
     import socket
@@ -55,8 +55,8 @@ def record(
     start: lossless by default (the graph waits for the recorder), bounded memory. Each stream's
     first message is whatever flowed after the recording began (it may be mid-stream).
 
-    Exit codes: 0 recorded, 1 the graph failed or went away while recording, 2 bad input (an
-    unknown graph or stream, a bad path or option).
+    Exit codes: 0 recorded, 1 no live graph of that name (as for every live command), or the graph
+    failed or went away while recording, 2 bad input (an unknown stream, a bad path or option).
     """
     from flowplex.control._record import COMPRESSIONS
     from flowplex.errors import ControlError
@@ -67,14 +67,9 @@ def record(
     if compression not in COMPRESSIONS:
         msg = f"--compression: {compression!r} is not one of {', '.join(COMPRESSIONS)}"
         raise usage(msg)
-    names = _stream_list(streams)
+    names = stream_list(streams)
     path = _target(output)
-    from flowplex.control import connect
-
-    try:
-        client = connect(name, timeout=None)
-    except ControlError as exc:
-        raise _fail(exc, 2) from None
+    client = _connect(name, timeout=None)
     _sigterm_ends_the_stream()
     try:
         result = _record(client, name, path, names, compression, lossy, duration, as_json)
@@ -86,16 +81,6 @@ def record(
     _print(name, result, as_json)
     if result.get("error"):
         raise typer.Exit(1)
-
-
-def _stream_list(option: str | None) -> list[str] | None:
-    if option is None:
-        return None
-    names = list(dict.fromkeys(s.strip() for s in option.split(",") if s.strip()))
-    if not names:
-        msg = f"--streams {option!r} names no stream"
-        raise usage(msg)
-    return names
 
 
 def _target(output: Path) -> Path:

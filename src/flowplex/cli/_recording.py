@@ -3,8 +3,8 @@
 They only read: ``inspect`` tells what a file holds, ``replay`` prints its packets as ``flowplex
 echo`` prints a live stream's (each line led by the stream's name), ``diff`` says whether two
 recordings hold the same packets and, when not, where they first differ. A file that cannot be
-read is one line and exit 2; a file cut short (``kill -9``, a full disk) is read up to its cut, and
-the output says so.
+read is one line and exit 2; a file cut short (``kill -9``, a full disk) is read up to its cut,
+with one warning line on stderr that says so (``Recording.truncation``; the exit code stays).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import typer
 
 from flowplex.terminal._sanitize import visible_controls as shown
 
-from ._app import IMPORT_HELP, SET_HELP, app, fail, usage
+from ._app import IMPORT_HELP, SET_HELP, app, fail, stream_list, usage
 from ._live import echo_line
 from ._run import CompressionOption, ControlOption, NameOption
 
@@ -49,12 +49,9 @@ def _stream_names(option: str | None, have: list[str], where: str, they: str = "
     """``--streams a,b`` as a list (None without it); a name not in ``have`` is a usage error."""
     from flowplex._suggest import did_you_mean
 
-    if option is None:
+    names = stream_list(option)
+    if names is None:
         return None
-    names = list(dict.fromkeys(s.strip() for s in option.split(",") if s.strip()))
-    if not names:
-        msg = f"--streams {option!r} names no stream"
-        raise usage(msg)
     for name in names:
         if name not in have:
             msg = (f"--streams: no stream {name!r} in {where} ({they} {', '.join(map(repr, have)) or 'none'})"
@@ -63,9 +60,11 @@ def _stream_names(option: str | None, have: list[str], where: str, they: str = "
     return names
 
 
-def _cut_short(rec: Recording) -> str:
-    """Why ``rec`` is incomplete, in words."""
-    return rec.problem or _INCOMPLETE
+def warn_if_truncated(truncation: str | None) -> None:
+    """The one warning line on stderr for a recording cut short: its ``Recording.truncation``
+    (None, a whole recording: nothing)."""
+    if truncation is not None:
+        typer.echo(shown(f"flowplex: warning: {truncation}"), err=True)
 
 
 # --- inspect ----------------------------------------------------------------------------------------
@@ -118,12 +117,13 @@ def inspect(
 ) -> None:
     """What a recording holds: its streams, their value kinds, packet and bound counts, first and
     last timestamps, wall-time span and rate, drops, and whether the file is complete (a file cut
-    short is read up to its cut)."""
+    short is read up to its cut, with a warning). Exit 0 read, 2 when the file cannot be read."""
     from flowplex.recording import RecordingError
 
     with _open(file) as rec:
         try:
             summary = rec.summary()
+            warn_if_truncated(rec.truncation)
         except RecordingError as exc:
             raise fail(exc, 2) from None
         except KeyboardInterrupt:
@@ -206,7 +206,9 @@ def replay(
 ) -> None:
     """Print a recording's packets in file order, one line each as flowplex echo prints them,
     led by the stream: STREAM, ts=TS, TYPE, VALUE (a frame as dtype[shape], bytes, CRC-32), metadata.
-    With --graph, run that graph with the recorded streams in place of its sources instead."""
+    With --graph, run that graph with the recorded streams in place of its sources instead.
+    A file cut short is replayed up to its cut, with a warning. Exit codes: 0 done, 1 a runtime
+    error with --graph (as flowplex run), 2 bad input (a file that cannot be read), 130 Ctrl-C."""
     from flowplex.errors import UsageError
     from flowplex.recording._replay import parse_rate
 
@@ -259,6 +261,7 @@ def _print_replay(file: Path, streams: str | None, count: int | None, as_json: b
     ended = ""
     with _open(file) as rec:
         try:
+            warn_if_truncated(rec.truncation)
             names = _stream_names(streams, rec.streams, str(file)) or rec.streams
             try:
                 player = Player(lambda: rec.messages(bounds=bounds, streams=names), {n: i for i, n in enumerate(names)},
@@ -291,8 +294,7 @@ def _print_replay(file: Path, streams: str | None, count: int | None, as_json: b
         except KeyboardInterrupt:
             ended = "; interrupted"
         told = f"{packets} packet(s)" + (f", {n_bounds} bound(s)" if bounds else "")
-        cut = "" if rec.complete else f" (the file is {_cut_short(rec)})"
-    typer.echo(shown(f"flowplex: {told} from {file}{cut}{ended}"), err=True)
+    typer.echo(shown(f"flowplex: {told} from {file}{ended}"), err=True)
     if ended:
         raise typer.Exit(130)
 
@@ -328,6 +330,8 @@ def diff(
                 have = list(dict.fromkeys([*ra.streams, *rb.streams]))
                 names = _stream_names(streams, have, f"{a} or {b}", they="they have")
             result = compare(ra, rb, streams=names, atol=atol, bounds=bounds, metadata=metadata)
+            for rec in (ra, rb):
+                warn_if_truncated(rec.truncation)
         except UsageError as exc:
             raise usage(str(exc)) from None
         except RecordingError as exc:
@@ -335,9 +339,6 @@ def diff(
         except KeyboardInterrupt:  # not exit 1, which says they differ
             typer.echo("flowplex: interrupted", err=True)
             raise typer.Exit(130) from None
-        for path, rec in ((a, ra), (b, rb)):
-            if not rec.complete:
-                typer.echo(shown(f"flowplex: warning: {path}: {_cut_short(rec)}"), err=True)
     if result.divergence is None:
         typer.echo(shown(f"flowplex: {a} and {b} are equal: {len(result.streams)} stream(s), "
                          f"{result.packets} packet(s)"))

@@ -115,6 +115,7 @@ def run_replay(file: Path, graph: Path, replace: list[str], rate: float, loop: b
 
     from ._app import fail, setup_logging, usage
     from ._loading import import_kernels, load_graph
+    from ._recording import warn_if_truncated
     from ._run import RunOutputs, check_control_name, execute
     from ._watch import Deadline, check_timeout, watch_ctrl_c
 
@@ -130,6 +131,7 @@ def run_replay(file: Path, graph: Path, replace: list[str], rate: float, loop: b
     try:
         with open_recording(file) as rec:
             have = rec.streams
+            truncation = rec.truncation  # said once the graph is built: a usage error stays one line
     except RecordingError as exc:
         raise fail(exc, 2) from None
     options: dict[str, Any] = {"rate": "max" if math.isinf(rate) else rate, "loop": loop}
@@ -143,5 +145,6 @@ def run_replay(file: Path, graph: Path, replace: list[str], rate: float, loop: b
     import_kernels(imports, deadline)
     deadline.step = "loading the graph (running its imports, creating its kernels)"
     g = load_graph(graph, overrides, None, lambda spec: replace_nodes(spec, replacements, file, have, options))
+    warn_if_truncated(truncation)
     execute(g, graph, deadline, RunOutputs(output=output, record=record, streams=streams, compression=compression,
                                                name=name, control=control))

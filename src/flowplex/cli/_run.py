@@ -21,7 +21,7 @@ import typer
 from flowplex.packets._values import packet_value
 from flowplex.terminal._sanitize import visible_controls as shown
 
-from ._app import IMPORT_HELP, SET_HELP, app, check_view, fail_at, setup_logging, state, usage
+from ._app import IMPORT_HELP, SET_HELP, app, check_view, fail_at, setup_logging, state, stream_list, usage
 from ._loading import import_kernels, load_graph
 from ._watch import Deadline, check_timeout, in_flight, watch_ctrl_c
 
@@ -168,7 +168,7 @@ def _record(g: Any, graph: Path, stack: contextlib.ExitStack, path: Path | None,
     if compression not in COMPRESSIONS:
         msg = f"--compression: {compression!r} is not one of {', '.join(COMPRESSIONS)}"
         raise usage(msg)
-    names = [s.strip() for s in streams.split(",") if s.strip()] if streams is not None else None
+    names = stream_list(streams)
     try:
         capture = record(g, path, streams=names, compression=compression, lossy=lossy)
     except FlowplexError as exc:

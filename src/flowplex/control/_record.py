@@ -290,7 +290,7 @@ class LiveRecording:
         capture = self._capture
         dropped = capture.dropped
         dropped_bounds = capture.dropped_bounds
-        failure = getattr(capture, "_failure", None)  # the writer's own failure (a full disk mid-run)
+        failure = capture.failure  # the writer's own failure (a full disk mid-run)
         if failure is not None and not error:
             error = f"{self.path}: {failure} (the rest of the recording was not written)"
         streams = {}

@@ -244,6 +244,15 @@ class Capture:
                     self._room.notify_all()
 
     @property
+    def failure(self) -> BaseException | None:
+        """The writer's own failure (a full disk mid-run), or None while it writes.
+
+        Once set, nothing more reaches the file and every later message is counted as dropped.
+        """
+        with self._work:
+            return self._failure
+
+    @property
     def dropped(self) -> dict[str, int]:
         """Messages not recorded so far, by stream: dropped by a lossy capture, or unrecordable."""
         with self._work:

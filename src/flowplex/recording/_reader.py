@@ -18,7 +18,7 @@ import mmap
 import os
 import struct
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Generator, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NoReturn
 
@@ -196,6 +196,8 @@ class Recording:
         self._dropped: dict[str, int] = {}
         self._all_channels = False
         self._scanned = False
+        self._read_to_cut: int | None = None
+        """Messages (packets and bounds) a read to the end of the data found, once one did."""
         self._closed = False
         try:
             self._data_start = self._check_header()
@@ -332,6 +334,7 @@ class Recording:
         self._check_open()
         pos, size = self._data_start, self._size
         problem = None
+        n = 0
         while True:
             if pos == size:
                 problem = self._tail_problem(None)
@@ -343,8 +346,9 @@ class Recording:
                 break
             if opcode == OP_MESSAGE:
                 yield self._message(self._buf, body, end, pos)
+                n += 1
             elif opcode == OP_CHUNK:
-                yield from self._chunk(body, end, pos)
+                n += yield from self._chunk(body, end, pos)
             elif opcode in (OP_DATA_END, OP_FOOTER):
                 if not self.complete:  # the data is whole: what follows it is not
                     problem = self._tail_problem(end)
@@ -353,6 +357,7 @@ class Recording:
                 self._interpret(self._buf, opcode, body, end, pos)
             pos = end
         self.problem = problem
+        self._read_to_cut = n
         self._all_channels = self._scanned = True
 
     def _message(self, buf: memoryview, body: int, end: int, at: int) -> tuple[_Channel, memoryview, int]:
@@ -364,7 +369,8 @@ class Recording:
             self._fail(f"corrupt: a message at byte {at} names channel {cid}, which was never defined")
         return channel, buf[body + _MSG.size:end], at
 
-    def _chunk(self, body: int, end: int, at: int) -> Iterator[tuple[_Channel, memoryview, int]]:
+    def _chunk(self, body: int, end: int, at: int) -> Generator[tuple[_Channel, memoryview, int], None, int]:
+        """The chunk's messages; returns how many there were."""
         buf = self._buf
         try:
             _start, _end, usize, crc = _CHUNK.unpack_from(buf, body)
@@ -382,7 +388,7 @@ class Recording:
             self._fail(f"corrupt Chunk at byte {at}: {len(data)} bytes where its header says {usize}")
         if self.verify_crc and crc and zlib.crc32(data) != crc:
             self._fail(f"corrupt Chunk at byte {at}: its checksum does not match")
-        pos, n = 0, len(data)
+        pos, n, count = 0, len(data), 0
         while pos < n:
             if pos + _REC.size > n:
                 self._fail(f"corrupt Chunk at byte {at}: a record header runs past its end")
@@ -392,9 +398,11 @@ class Recording:
                 self._fail(f"corrupt Chunk at byte {at}: a record runs past its end")
             if opcode == OP_MESSAGE:
                 yield self._message(data, rbody, rbody + length, at)
+                count += 1
             elif opcode in (OP_SCHEMA, OP_CHANNEL):
                 self._interpret(data, opcode, rbody, rbody + length, at)
             pos = rbody + length
+        return count
 
     def _decompress(self, compression: str, data: memoryview, usize: int, at: int) -> bytes:
         try:
@@ -511,6 +519,26 @@ class Recording:
             out.streams[c.name] = s
         out.problem = self.problem
         return out
+
+    @property
+    def truncation(self) -> str | None:
+        """One line saying that the file was cut short, where, and what of it can be read; None
+        when it is complete.
+
+        The line names the file and reads ``FILE is truncated: PROBLEM; read up to its last
+        complete chunk (N messages)``, N counting packets and bounds. The first time, it reads the
+        file to its cut (as :attr:`streams` does) to count them.
+
+        Raises:
+            RecordingError: A corrupt message before the cut, or the recording is closed.
+        """
+        if self.complete:
+            return None
+        if self._read_to_cut is None:
+            for _ in self._raw():
+                pass
+        return (f"{self.path} is truncated: {self.problem}; read up to its last complete chunk "
+                f"({self._read_to_cut} messages)")
 
     @property
     def dropped(self) -> dict[str, int]:
