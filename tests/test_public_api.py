@@ -75,6 +75,7 @@ def test_spec_package_surface_is_pinned() -> None:
     from flowplex.config import load_yaml
 
     assert flowplex.spec.__all__ == [
+        "CONDITION_KINDS", "ConditionSpec",
         "Diagnostic", "EdgePlan", "ExecutorSpec", "GraphPlan", "GraphSpec", "InputPolicySpec", "InputQueuesSpec",
         "NodeSpec", "PortSpec", "PredicateSpec", "RouteRuleSpec", "RouteSpec", "build_plan",
     ]

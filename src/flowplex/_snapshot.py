@@ -48,6 +48,12 @@ class PortSnapshot:
     """A feedback register (keeps only the latest packet)."""
     overwritten: int
     """Feedback values replaced before they were read (back-edges only)."""
+    timeout_ms: float = 0.0
+    """Its ``timeout_ms`` (0: a join waits for it as long as it takes)."""
+    timeouts: int = 0
+    """Times a join stopped waiting for it (its timeout passed) and ran with it empty."""
+    late: int = 0
+    """Packets dropped because they came after their join had timed out."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,6 +110,8 @@ class NodeSnapshot:
     """Emits to output indexes the node lacks, ignored."""
     ports: tuple[PortSnapshot, ...]
     """Its input ports, in declaration order."""
+    held: str = ""
+    """What its conditions hold it by now (``disabled by condition 'armed'``); "" when nothing does."""
 
 
 @dataclass(frozen=True, slots=True)

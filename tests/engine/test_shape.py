@@ -21,9 +21,9 @@ GRAPH = Path(flowplex.graph.__file__).parent
 
 PARTS = {
     ENGINE: (
-        "_engine_common", "_handoff", "_budget", "_nodes", "_timers", "_watchdog", "_status", "_blocking", "_claims",
-        "_delivery", "_closing", "_sources", "_seam", "_spill", "_loop", "_pump", "_stalls", "_admission",
-        "_waiting", "_snapshot", "_engine", "_build", "__init__",
+        "_engine_common", "_handoff", "_budget", "_nodes", "_clock", "_timers", "_watchdog", "_status",
+        "_blocking", "_claims", "_delivery", "_closing", "_sources", "_conditions", "_seam", "_spill", "_loop",
+        "_pump", "_stalls", "_admission", "_waiting", "_snapshot", "_engine", "_build", "__init__",
     ),
     GRAPH: ("_args", "_io", "_async", "_graph", "__init__"),
 }

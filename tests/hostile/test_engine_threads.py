@@ -17,6 +17,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,11 +176,11 @@ def test_a_failure_inside_a_timer_wake_fails_the_graph(monkeypatch: pytest.Monke
     # seam: the engine's own classes may be compiled, and cannot be patched).
     real_init = _timers.Timers.__init__
 
-    def init(self: _timers.Timers, wake: Callable[..., None], failed: Callable[..., None]) -> None:
+    def init(self: _timers.Timers, clock: Any, wake: Callable[..., None], failed: Callable[..., None]) -> None:
         def poisoned(node: object, gen: int) -> None:
             raise RecursionError("injected")
 
-        real_init(self, poisoned, failed)
+        real_init(self, clock, poisoned, failed)
 
     monkeypatch.setattr(_timers.Timers, "__init__", init)
     with flowplex.Graph.from_yaml(_source_graph()) as g:

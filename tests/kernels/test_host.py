@@ -368,7 +368,7 @@ def test_source_yield_fails_a_node_that_is_no_source() -> None:
             cc.source_yield(1)
 
     out = processing(KernelHost(recipe(Yields)), 1, 0)
-    assert out.error == "UsageError: source_yield is only valid for source nodes"
+    assert out.error == "UsageError: source_yield is only valid for source nodes (other nodes: call_after)"
 
 
 # -- failures -------------------------------------------------------------------------------------

@@ -9,14 +9,17 @@ Defaults are normalised the lm-flow way: ``max_in_flight: 0`` is 1, ``num_thread
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from .._types import OptionValue
 from ..errors import ConfigError
+from ..spec._conditions import timeout_problem
 from ..spec._specs import (
+    CONDITION_KINDS,
     DEFAULT_EXECUTOR,
     ROUTE_KERNEL,
+    ConditionSpec,
     ExecutorSpec,
     InputPolicySpec,
     InputQueuesSpec,
@@ -29,7 +32,7 @@ from ..spec._specs import (
 )
 from ._paths import Source, YamlPath, format_path, node_context
 from ._ports import port_specs
-from ._schema import ExecutorModel, NodeModel, PredicateModel, RouteRuleModel
+from ._schema import ConditionModel, ExecutorModel, InputPortModel, NodeModel, PredicateModel, RouteRuleModel
 from ._validation import describe_value
 
 __all__ = [
@@ -37,7 +40,9 @@ __all__ = [
     "NodeSite",
     "Rename",
     "classify_node",
+    "convert_conditions",
     "convert_executor",
+    "convert_inputs",
     "convert_node",
     "default_name",
 ]
@@ -177,6 +182,50 @@ def convert_ports(decls: list[str], site: NodeSite, kind: str, rename: Rename) -
     return port_specs(decls, rename, lambda i, message: site.error((kind, i), message))
 
 
+def convert_inputs(models: list[InputPortModel], site: NodeSite, rename: Rename) -> tuple[PortSpec, ...]:
+    """Parse a node's ``input_ports``: short-form names and long-form ``{name, timeout_ms}`` mappings.
+
+    A written ``timeout_ms`` must be a valid duration here, where 0 can still be told from "not
+    written"; where it may be used (policy, back edges) is the plan's rule.
+    """
+    ports = port_specs([m.name for m in models], rename, lambda i, message: site.error(("input_ports", i), message))
+    out: list[PortSpec] = []
+    for i, (port, model) in enumerate(zip(ports, models, strict=True)):
+        if model.timeout_ms is None:
+            out.append(port)
+            continue
+        problem = timeout_problem(model.timeout_ms)
+        if problem is not None:
+            raise site.error(("input_ports", i, "timeout_ms"), problem)
+        out.append(replace(port, timeout_ms=float(model.timeout_ms)))
+    return tuple(out)
+
+
+def convert_conditions(models: list[ConditionModel], site: NodeSite) -> tuple[ConditionSpec, ...]:
+    """A node's ``conditions``: each entry a mapping with exactly one key, the kind.
+
+    Values are checked by the plan (``spec._conditions``), as for conditions built in Python.
+    """
+    out: list[ConditionSpec] = []
+    for k, model in enumerate(models):
+        at: YamlPath = ("conditions", k)
+        kinds = [kind for kind in CONDITION_KINDS if getattr(model, kind) is not None]
+        if len(kinds) != 1:
+            found = f", got {' and '.join(f'`{kind}`' for kind in kinds)}" if kinds else ""
+            expected = ", ".join(f"`{kind}`" for kind in CONDITION_KINDS)
+            raise site.error(at, f"a condition is a mapping with exactly one key, one of {expected}{found}")
+        where = format_path((*site.yaml_path, *at))
+        if model.periodic is not None:
+            out.append(ConditionSpec("periodic", where, period_s=model.periodic.period_ms / 1e3))
+        elif model.count is not None:
+            out.append(ConditionSpec("count", where, count=model.count))
+        elif model.boolean is not None:
+            out.append(ConditionSpec("boolean", where, name=model.boolean.name, initial=model.boolean.initial))
+        elif model.event is not None:
+            out.append(ConditionSpec("event", where, name=model.event.name))
+    return tuple(out)
+
+
 def convert_node(model: NodeModel, site: NodeSite, kind: NodeKind, rename: Rename = _identity,
                  executor: str = DEFAULT_EXECUTOR) -> NodeSpec:
     """A kernel or route node as a spec; port-valued fields go through ``rename``.
@@ -189,7 +238,7 @@ def convert_node(model: NodeModel, site: NodeSite, kind: NodeKind, rename: Renam
         name=site.name,
         kernel=ROUTE_KERNEL if kind == "route" else model.kernel,
         path=site.spec_path,
-        input_ports=convert_ports(model.input_ports, site, "input_ports", rename),
+        input_ports=convert_inputs(model.input_ports, site, rename),
         output_ports=convert_ports(model.output_ports, site, "output_ports", rename),
         executor=model.executor or executor,
         max_in_flight=model.max_in_flight or 1,
@@ -207,6 +256,7 @@ def convert_node(model: NodeModel, site: NodeSite, kind: NodeKind, rename: Renam
         on_error="skip" if model.on_error == "skip" else "abort",
         rate=model.rate,
         route=_route(model, site, rename) if kind == "route" else None,
+        conditions=convert_conditions(model.conditions, site),
     )
 
 

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from .._suggest import did_you_mean
 from ..errors import ConfigError
 from ..spec._specs import DEFAULT_EXECUTOR, NodeSpec
-from ._convert import NodeSite, Rename, classify_node, convert_node, convert_ports, default_name
+from ._convert import NodeSite, Rename, classify_node, convert_inputs, convert_node, convert_ports, default_name
 from ._include import SubgraphEntry
 from ._limits import DEFAULT_LIMITS, Limits, exceeded
 from ._paths import Source, YamlPath, format_path
@@ -192,8 +192,15 @@ class _Expander:
                 msg = f"subgraph output `{name}` has no producer inside the subgraph{hint}"
                 raise _error(entry.source, (*at, "output_ports", j), msg)
         mapping: dict[str, str] = {}
+        for i, port in enumerate(model.input_ports):
+            if port.timeout_ms is not None:
+                msg = ("`timeout_ms` does not apply to a subgraph instance's port (the instance does not wait; "
+                       "set it on the input port of the inner node that consumes it)")
+                raise site.error(("input_ports", i, "timeout_ms"), msg)
+        ports = {"input_ports": convert_inputs(model.input_ports, site, rename),
+                 "output_ports": convert_ports(model.output_ports, site, "output_ports", rename)}
         for kind, inner in (("input_ports", inner_in), ("output_ports", inner_out)):
-            outer = [p.name for p in convert_ports(getattr(model, kind), site, kind, rename)]
+            outer = [p.name for p in ports[kind]]
             for k, name in enumerate(outer):
                 if name in outer[:k]:
                     raise site.error((kind, k), f"port `{name}` is declared more than once in `{kind}`")

@@ -18,11 +18,16 @@ from ..spec import _ranges as ranges
 from ..spec._text import control_char
 
 __all__ = [
+    "BooleanConditionModel",
+    "ConditionModel",
+    "EventConditionModel",
     "ExecutorModel",
     "GraphModel",
     "InputPolicyModel",
+    "InputPortModel",
     "InputQueuesModel",
     "NodeModel",
+    "PeriodicConditionModel",
     "PortQueueModel",
     "PredicateModel",
     "RouteRuleModel",
@@ -204,6 +209,91 @@ class RouteRuleModel(_Model):
     default: bool = False
 
 
+def _port_short_form(value: object) -> object:
+    # `input_ports: [cam]` is `[{name: cam}]`; a bare YAML integer is a name too (see `Name`).
+    if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+        return {"name": value}
+    return value
+
+
+class InputPortModel(_Model):
+    """A node input port written in the long form: `{name: lidar, timeout_ms: 200}`.
+
+    Only a node's `input_ports` take it (graph, subgraph and output ports are strings). An entry
+    written as a plain string is the same as `{name: ...}`.
+    """
+
+    name: Name = Field(description="The declaration, as in the short form: `name`, `TAG:name` or `TAG:index:name`.")
+    timeout_ms: float | None = Field(
+        default=None,
+        description=(
+            "How long the node waits for this input while it aligns its inputs (input_policy `sync`, "
+            "`sync_set` or `batch`) before it proceeds with the input empty; omitted: no timeout. "
+            "Not on a back edge."
+        ),
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": ranges.MAX_DELAY_MS},
+    )
+
+
+InputPort = Annotated[
+    InputPortModel, BeforeValidator(_port_short_form, json_schema_input_type=Name | InputPortModel)
+]
+
+
+class PeriodicConditionModel(_Model):
+    """The body of `{periodic: {period_ms: P}}`: the node runs at most once every P ms."""
+
+    period_ms: float = Field(
+        description="The period in milliseconds (> 0, at most one day).",
+        json_schema_extra={"exclusiveMinimum": 0, "maximum": ranges.MAX_DELAY_MS},
+    )
+
+
+class BooleanConditionModel(_Model):
+    """The body of `{boolean: {name: N, initial: true}}`: the node runs only while the condition is true."""
+
+    name: Name = Field(
+        description=("Switched at run time with `Graph.set_condition(name, bool)`: letters, digits, `_`, `-` "
+                     "and `.`; a name is either a boolean or an event across the graph.")
+    )
+    initial: bool = Field(default=True, description="Whether the condition holds when the graph starts.")
+
+
+class EventConditionModel(_Model):
+    """The body of `{event: {name: N}}`: the node runs when `Graph.notify(name)` is called."""
+
+    name: Name = Field(description="Letters, digits, `_`, `-` and `.`, as for `boolean`.")
+
+
+class ConditionModel(_Model):
+    """One entry of a node's `conditions`: a mapping with exactly one key, the kind of condition.
+
+    All of a node's conditions must hold for it to run; a node has at most one of each kind.
+    `count` is only for source-like nodes (without input ports), and `periodic` replaces `rate`
+    (a node has one or the other).
+    """
+
+    model_config = ConfigDict(
+        json_schema_extra={
+            "oneOf": [{"required": ["periodic"]}, {"required": ["count"]}, {"required": ["boolean"]},
+                      {"required": ["event"]}],
+        }
+    )
+
+    periodic: PeriodicConditionModel | None = Field(default=None, description="Run at most once per period.")
+    count: int | None = Field(
+        default=None,
+        description="Run this many times, then finish (close the outputs, as a source that ends does).",
+        json_schema_extra={"minimum": 1},
+    )
+    boolean: BooleanConditionModel | None = Field(
+        default=None, description="Run only while a named switch, set from Python at run time, is on."
+    )
+    event: EventConditionModel | None = Field(
+        default=None, description="Run when something outside the graph notifies the name."
+    )
+
+
 class NodeModel(_Model):
     """One entry of ``nodes`` (a kernel node, a ``type: route`` node or a subgraph instance)."""
 
@@ -214,10 +304,18 @@ class NodeModel(_Model):
         examples=["ScaleKernel", "mypkg.vision:Features"],
     )
     type: Name = Field(default="", description="The name of a subgraph, or `route`.", examples=["route"])
-    input_ports: list[Name] = Field(
-        default_factory=list, description="`name`, `TAG:name` or `TAG:index:name`."
+    input_ports: list[InputPort] = Field(
+        default_factory=list,
+        description="`name`, `TAG:name` or `TAG:index:name`, or the long form `{name: ..., timeout_ms: 200}`.",
+        examples=[["cam", {"name": "lidar", "timeout_ms": 200}]],
     )
     output_ports: list[Name] = Field(default_factory=list)
+    conditions: list[ConditionModel] = Field(
+        default_factory=list,
+        description=("What must hold for the node to run, each `{kind: value}`: `periodic`, `count`, `boolean`, "
+                     "`event`."),
+        examples=[[{"periodic": {"period_ms": 100}}, {"count": 10}, {"boolean": {"name": "armed"}}]],
+    )
     executor: Name = ""
     max_in_flight: Count = Field(
         json_schema_extra={"maximum": ranges.MAX_WORKERS}, default=0, description="Concurrent invocations; 0 means 1."

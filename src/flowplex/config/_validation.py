@@ -26,11 +26,13 @@ from ..errors import ConfigError
 from ..spec._text import escape_controls
 from ._paths import Source, YamlPath, format_path, node_context
 from ._schema import (
+    ConditionModel,
     ExecutorModel,
     GraphModel,
     InputPolicyModel,
     NodeModel,
     PredicateModel,
+    SubgraphModel,
     TimestampConditionModel,
 )
 
@@ -209,6 +211,10 @@ def _unknown_field(where: _Located, key: str) -> str:
     owner = where.owner
     if owner is None:
         return f"unknown field `{key}`"
+    if owner is ConditionModel:
+        kinds = list(_aliases(owner))
+        expected = ", ".join(f"`{k}`" for k in kinds)
+        return f"unknown condition `{key}`{did_you_mean(key, kinds)} (expected one of {expected})"
     removed = _REMOVED.get((owner, key))
     if removed is None and key == "bytes" and owner.__name__ in ("InputQueuesModel", "PortQueueModel"):
         removed = _BYTES_HINT
@@ -237,6 +243,15 @@ def _problem(error: ErrorDetails, where: _Located) -> str:
         return f"missing field `{where.field}`"
     if kind == "literal_error":
         return _literal_message(where, value, str(ctx.get("expected", "")))
+    if kind == "string_type" and isinstance(value, dict) and where.field in ("input_ports", "output_ports") \
+            and where.owner in (GraphModel, SubgraphModel, NodeModel):
+        return ("expected a port declaration (a string), got a mapping; the long form "
+                "`{name: ..., timeout_ms: ...}` is only for a node's `input_ports`")
+    if kind in ("model_type", "model_attributes_type") and (where.owner, where.field) == (NodeModel, "input_ports"):
+        return ("expected a port declaration (a string, or a mapping with `name` and `timeout_ms`), "
+                f"got {got}")
+    if kind in ("model_type", "model_attributes_type") and (where.owner, where.field) == (NodeModel, "conditions"):
+        return f"expected a condition (a mapping with one key, e.g. `{{count: 10}}`), got {got}"
     if kind == "string_too_short":
         return f"expected a non-empty string, got {got}"
     if kind == "greater_than_equal":
@@ -266,9 +281,14 @@ def _first_error(exc: ValidationError, data: object, source: Source) -> ConfigEr
     located = [(error, _Located(tuple(error["loc"]))) for error in exc.errors(include_url=False)]
     error, where = min(
         located,
-        key=lambda pair: source.line_of(tuple(pair[1].path)) or 0,
+        # On one line, a misspelt key beats the missing field it was meant to be (`{period: 5}`).
+        key=lambda pair: (source.line_of(tuple(pair[1].path)) or 0, pair[0]["type"] == "missing"),
     )
     path: YamlPath = tuple(where.path)
+    short = isinstance(_get(data, path[:-1]), str | int)
+    if len(path) >= 3 and path[-1] == "name" and path[-3] == "input_ports" and short:
+        path = path[:-1]  # a short-form port (`[cam]`) is read as `{name: cam}`; report at the string
+        where.path = list(path)
     what = escape_controls(_problem(error, where))  # values are quoted in it; keep it one safe line
     if error["type"] in ("extra_forbidden", "invalid_key", "missing"):
         line_path, path = path, path[:-1]  # report at the mapping, point at the key
@@ -356,7 +376,10 @@ def _check_node(data: object, path: YamlPath, node: Mapping[str, Any], streams: 
     _check_number(data, (*path, "type"), node.get("type"), subgraphs, "a subgraph", source)
     inputs = set(_port_names(node.get("input_ports")))
     for k, port in enumerate(_list(node.get("input_ports"))):
-        _check_number(data, (*path, "input_ports", k), port, streams, "a stream", source)
+        if isinstance(port, Mapping):
+            _check_number(data, (*path, "input_ports", k, "name"), port.get("name"), streams, "a stream", source)
+        else:
+            _check_number(data, (*path, "input_ports", k), port, streams, "a stream", source)
     for k, port in enumerate(_list(node.get("back_edges"))):
         _check_number(data, (*path, "back_edges", k), port, inputs, "an input port of the node", source)
     policy = node.get("input_policy")
@@ -388,8 +411,13 @@ def _list(value: object) -> list[object]:
 
 
 def _port_names(decls: object) -> Iterator[str]:
-    """The stream names of port declarations: ``name``, ``TAG:name``, ``TAG:index:name``, or a number."""
+    """The stream names of port declarations: ``name``, ``TAG:name``, ``TAG:index:name``, or a number.
+
+    A long-form input port (``{name: cam, timeout_ms: 200}``) is its ``name``.
+    """
     for decl in _list(decls):
+        if isinstance(decl, Mapping):
+            decl = decl.get("name")
         if isinstance(decl, str):
             yield decl.rsplit(":", 1)[-1]
         elif isinstance(decl, int) and not isinstance(decl, bool):

@@ -59,6 +59,12 @@ class PortStats:
     """A feedback register (keeps only the latest packet)."""
     dropped: int
     """Packets the feeding edge dropped under ``fixed_size`` (edge-wide, shown on lossy ports only)."""
+    timeout_ms: float = 0.0
+    """Its ``timeout_ms`` (0: none)."""
+    timeouts: int = 0
+    """Times its join stopped waiting for it and ran with it empty."""
+    late: int = 0
+    """Packets dropped because they came after their join had timed out."""
 
     @property
     def full(self) -> bool:
@@ -127,6 +133,8 @@ class NodeStats:
     """The node has no input ports."""
     ports: tuple[PortStats, ...]
     """Per-input-port queue stats, in declaration order."""
+    held: str = ""
+    """What its conditions hold it by now (``disabled by condition 'armed'``); "" when nothing does."""
 
     @property
     def avg_process_us(self) -> float | None:
@@ -359,6 +367,7 @@ def _node_stats(n: NodeSnapshot, snapshot: EngineSnapshot, edge_dropped: dict[st
             name=p.name, queued=p.queued, capacity=p.capacity, fixed=p.fixed, peak=p.peak if counting else 0,
             closed=p.closed, back_edge=p.is_back,
             dropped=edge_dropped.get(p.edge, 0) if p.fixed and p.edge is not None else 0,
+            timeout_ms=p.timeout_ms, timeouts=p.timeouts, late=p.late,
         )
         for p in n.ports
     )
@@ -396,6 +405,7 @@ def _node_stats(n: NodeSnapshot, snapshot: EngineSnapshot, edge_dropped: dict[st
         ignored_emits=n.ignored_emits,
         is_source=n.is_source,
         ports=ports,
+        held=n.held,
     )
 
 
@@ -430,6 +440,8 @@ def dump(stats: GraphStats) -> str:
         for p in n.ports:
             cap = str(p.capacity) if p.capacity else f"fixed {p.fixed}" if p.fixed else "unbounded"
             extra = " back-edge" if p.back_edge else ""
+            if p.timeout_ms:
+                extra += f" timeout={p.timeout_ms:g}ms timeouts={p.timeouts} late={p.late}"
             lines.append(f"port {n.node_name}.{p.name}: capacity={cap} queued={p.queued} peak={p.peak} "
                          f"blocked={'yes' if p.full else 'no'} closed={'yes' if p.closed else 'no'}{extra}")
     for e in stats.edges:

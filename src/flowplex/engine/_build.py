@@ -16,8 +16,9 @@ from ..kernels._ports import PortTable
 from ..kernels._registry import Kernel, kernel_class
 from ..kernels._route import make_route_kernel
 from ..packets import type_name
-from ..spec._plan import GraphPlan
-from ..spec._specs import ROUTE_KERNEL, ExecutorSpec, GraphSpec
+from ..spec._conditions import condition_names_problem
+from ..spec._plan import GraphPlan, merge_conditions
+from ..spec._specs import ROUTE_KERNEL, ConditionSpec, ExecutorSpec, GraphSpec
 from ._engine import Engine
 from ._nodes import BATCH, FIXED_SIZE, Edge, Node
 
@@ -49,6 +50,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
     executors = [default_executor("default") if i == 0 else make_executor(ex) for i, ex in enumerate(plan.executors)]
 
     nodes: list[Node] = []
+    conditions: list[tuple[ConditionSpec, ...]] = []  # per node: YAML's and get_contract's
     me = threading.get_ident()
     for i, spec in enumerate(plan.spec.nodes):
         inputs = PortTable(spec.input_ports)
@@ -85,6 +87,7 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         node.typed_inputs = any(node.in_types)
         node.typed_outputs = any(node.out_types)
         node.side_required = list(contract.side_packets)
+        conditions.append(merge_conditions(spec, contract.conditions))
         for _ in range(node.max_in_flight + 1):  # +1: the close callback's context
             ctx = Context(info)
             ctx.owner = node
@@ -111,7 +114,21 @@ def build_engine(plan: GraphPlan, counter_add: Callable[[str, int], None],
         log.warning("%s", diag.message)
     engine = Engine(nodes, edges, list(plan.graph_inputs), executors, plan.spec.strict_ports)
     configure_limits(engine, plan.spec, nodes)
+    _attach_conditions(engine, nodes, conditions)
     return engine
+
+
+def _attach_conditions(engine: Engine, nodes: list[Node], conditions: list[tuple[ConditionSpec, ...]]) -> None:
+    """Give each node its conditions (YAML and ``get_contract``); a name is a boolean or an event."""
+    clash = condition_names_problem(conditions, [n.name for n in nodes])
+    if clash is not None:
+        at, _, message = clash
+        msg = f"{nodes[at].spec.label}: {message}"
+        raise ConfigError(msg)
+    for node, merged in zip(nodes, conditions, strict=True):
+        engine.conditions.attach(node, merged)
+        if not node.remote:
+            node.info.conditions = engine.conditions.kernel_op
 
 
 def make_executor(spec: ExecutorSpec) -> Executor:

@@ -69,6 +69,8 @@ class Claims:
             # Fast path (most nodes): one forward input, single-packet policy, one invocation
             # at a time: ``claim``'s first branch, without the loop and the in-flight count.
             if node.in_flight or not port.queue:
+                if node.wake_due and not node.in_flight:
+                    self._submit_woken(node)
                 return
             ctx = self._take_single(node, port)
             ctx.seq = node.seq
@@ -78,11 +80,32 @@ class Claims:
             self.submit(node, ctx)
             return
         # Finished-but-unflushed invocations still hold their contexts (claim-order flushing).
+        gate = node.gate
         while node.in_flight + len(node.pending) < node.max_in_flight:
             claimed = self.claim(node)
             if claimed is None:
+                if node.wake_due and not node.in_flight and not node.is_source:
+                    self._submit_woken(node)
                 return
             self.submit(node, claimed)
+            if gate is not None and not gate.claimed():
+                return
+
+    def _submit_woken(self, node: Node) -> None:
+        """Claim the call a fired ``call_after`` asked for: no new inputs, at the timestamp of
+        the node's last input (its inputs' bounds are unchanged)."""
+        node.wake_due = False
+        ctx = node.contexts.pop()
+        last = max((p.bound for p in node.fwd), default=TS_MIN)
+        ctx.ts = last - 1 if last > TS_MIN else TS_MIN
+        ctx.phase = PHASE_PROCESS
+        for i in range(len(ctx.in_packets)):
+            ctx.in_packets[i] = None
+        ctx.seq = node.seq
+        node.seq += 1
+        node.in_flight += 1
+        self.status.busy += 1
+        self.submit(node, ctx)
 
     def claim(self, node: Node) -> Context | None:
         """Pop the inputs of one invocation into a free context, or None when none is ready."""
@@ -99,7 +122,12 @@ class Claims:
             ctx.ts = node.seq
             ctx.phase = PHASE_PROCESS
         else:
+            gate = node.gate
+            if gate is not None and gate.ports:
+                gate.drop_late()
             general = self._claim_batch(node) if node.policy == BATCH else self._claim_aligned(node)
+            if general is None and gate is not None and gate.ports:
+                gate.stalled()
             if general is None:
                 return None
             ctx = general

@@ -82,6 +82,8 @@ class Closing:
         ctx.close_reason = CloseReason.NORMAL
         node.contexts.append(ctx)
         node.closed = True
+        if node.gate is not None:
+            node.gate.cancel()  # a period still running holds nothing for a closed node
         self.status.busy -= 1
         for edge in node.out_edges:
             self.close_edge(edge)

@@ -38,6 +38,7 @@ from ._blocking import Blocking
 from ._budget import Budget
 from ._claims import Claims
 from ._closing import Closing
+from ._conditions import Conditions
 from ._delivery import Delivery
 from ._engine_common import Submission as Submission
 from ._engine_common import Work as Work
@@ -114,11 +115,12 @@ class Engine:
         self.delivery = delivery = Delivery(status, budget, blocking, claims)
         self.closing = closing = Closing(status, budget, blocking, claims, delivery, nodes, self.graph_inputs)
         self.sources = sources = Sources(status, budget, claims, closing)
+        self.conditions = Conditions(status, budget, claims, closing, sources)
         self.scheduler = scheduler = Scheduler(status, budget, blocking, claims, delivery, closing, sources)
         inboxes = [box for box in (ex.inbox() for ex in executors) if box is not None]
         self.pump = pump = Pump(status, scheduler, inboxes)
         self.admission = Admission(status, budget, delivery, scheduler, pump, edges)
-        self.waits = Waits(status, budget, blocking, closing, scheduler, pump)
+        self.waits = Waits(status, budget, blocking, closing, scheduler, pump, self.conditions)
         for ex in executors:
             ex.set_on_submit(status.wake_hosts)
             ex.set_on_failure(self._failure_report(ex))
@@ -239,6 +241,7 @@ class Engine:
         status = self.status
         with status.lock:
             status.started_ns = time.perf_counter_ns()
+            self.conditions.opened()
             status.state = RUNNING
             if self.graph_inputs and all(e.closed for e in self.graph_inputs):
                 status.state = DRAINING
@@ -418,6 +421,7 @@ class Engine:
                     poller.reset()
             self.budget.clear()
             self.blocking.blocked.clear()
+            self.conditions.reset()
             status.clear()
         del held  # outside the lock: the last release of an adopted array restores it
 

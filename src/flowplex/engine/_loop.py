@@ -120,7 +120,7 @@ class Scheduler:
         err: BaseException | None = None
         if node.rate_period:
             # `rate` spaces the *starts* of process calls: stamp when it really starts.
-            node.last_start = time.monotonic()
+            node.last_start = self.sources.clock()
         text = input_type_error(node, ctx) if node.typed_inputs else ""
         if not text:
             if self.timed:
@@ -220,13 +220,17 @@ class Scheduler:
             self._flush_finished(node, ctx)
             if node.is_source:
                 # After the flush: the queue bound counts what this call emitted.
-                if ctx.source_finished:
+                if ctx.source_finished or (node.gate is not None and node.gate.finished()):
                     node.source_done = True
                     node.closable = True
                     ctx.source_finished = False
                 elif not (status.cancelled or status.error is not None):
                     # (A yield after a cancel or a failure parks nothing: the source closes.)
                     self.sources.pace(node, ctx)
+                ctx.yield_s = None
+            elif ctx.yield_s is not None:
+                if not (status.cancelled or status.error is not None):
+                    self.sources.call_after(node, ctx.yield_s)
                 ctx.yield_s = None
             if self.blocking.retry:
                 self._settle()
@@ -344,7 +348,7 @@ class Scheduler:
         text = ""
         if ctx.phase == PHASE_PROCESS:
             if node.rate_period:
-                node.last_start = time.monotonic()
+                node.last_start = self.sources.clock()
             if node.typed_inputs:
                 text = input_type_error(node, ctx)
         if text:
@@ -411,6 +415,9 @@ class Scheduler:
                 self.complete(node, ctx, exc, _describe(exc, ctx))
                 return
             release_inputs(ctx)
+            if ctx.yield_s is not None:  # ``call_after``: ``complete`` arms it
+                self.complete(node, ctx, None, "")
+                return
             edge = node.out_edge
             port: InPort | None = None
             poller: OutputQueue | None = None

@@ -8,9 +8,9 @@ from __future__ import annotations
 import logging
 from collections import deque
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, final
+from typing import TYPE_CHECKING, Final, Protocol, final
 
-from .._timestamps import TS_DONE, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
+from .._timestamps import TS_DONE, TS_MIN, TS_PRE_STREAM, TS_UNSET, TS_UNSTARTED
 from ..errors import ConfigError
 from ..packets import Packet, type_name
 from ._handoff import HANDOFF
@@ -37,11 +37,24 @@ POLICY_CODES: Final = {"sync": SYNC, "immediate": IMMEDIATE, "fixed_size": FIXED
                        "batch": BATCH}
 
 
+class NodeGate(Protocol):
+    """What the parts below ``_conditions`` call on a node's gate (``_conditions.Gate``)."""
+
+    ports: list[InPort]
+
+    def claimed(self) -> bool: ...
+    def finished(self) -> bool: ...
+    def drop_late(self) -> None: ...
+    def stalled(self) -> None: ...
+    def cancel(self) -> None: ...
+    def holding(self) -> str: ...
+
+
 class InPort:
     """One consumer input port: its own FIFO, its bound and its closed flag."""
 
-    __slots__ = ("bound", "capacity", "chained", "closed", "edge", "fixed", "index", "is_back", "name", "node",
-                 "overwritten", "peak", "queue", "warn_at")
+    __slots__ = ("bound", "capacity", "chained", "closed", "edge", "fixed", "index", "is_back", "late", "name", "node",
+                 "overwritten", "peak", "queue", "skip_below", "timeout_s", "timeouts", "timer_for", "warn_at")
 
     def __init__(self, node: Node, index: int, name: str, is_back: bool) -> None:
         self.node = node
@@ -62,6 +75,16 @@ class InPort:
         self.edge: Edge | None = None
         self.chained = False
         """Producer and consumer are hop nodes on one executor that ``runs_on_caller``: a hop may run the next."""
+        self.timeout_s = 0.0
+        """``timeout_ms`` of the port, in seconds (0: a join waits for it as long as it takes)."""
+        self.timeouts = 0
+        """Times a join gave up waiting for this port (``_conditions``)."""
+        self.late = 0
+        """Packets dropped because they came after their join had timed out."""
+        self.skip_below = TS_MIN
+        """Packets below this timestamp are late (set by a timeout)."""
+        self.timer_for: int | None = None
+        """The timestamp an armed timeout waits for a packet at."""
 
     def reset(self) -> None:
         """Back to the state before ``start``."""
@@ -71,6 +94,10 @@ class InPort:
         self.peak = 0
         self.overwritten = 0
         self.warn_at = 0
+        self.timeouts = 0
+        self.late = 0
+        self.skip_below = TS_MIN
+        self.timer_for = None
 
     def new_peak(self, edge_name: str, soft_limit: int) -> None:
         """Record the queue's new peak; warn at the soft limit, then at each doubling of it."""
@@ -138,7 +165,7 @@ class Node:
                  "typed_outputs", "in_types", "out_types", "waiting", "wake_gen", "backs",
                  "side_required", "copies", "claimable", "closable", "closed_fwd", "total_ns", "max_ns", "hist",
                  "running_since", "blocked", "blocked_since", "block_events", "limited", "fast1", "simple", "hop",
-                 "out_edge", "inbox", "on_caller", "remote", "handler")
+                 "out_edge", "inbox", "on_caller", "remote", "handler", "gate", "wake_due")
 
     def __init__(self, index: int, spec: NodeSpec, kernel: Kernel, info: NodeInfo, executor: Executor) -> None:
         self.index = index
@@ -164,6 +191,10 @@ class Node:
         self.rate_period = 1.0 / spec.rate if spec.rate > 0 else 0.0
         backs = set(spec.back_edges)
         self.inputs = [InPort(self, i, p.name, p.name in backs) for i, p in enumerate(spec.input_ports)]
+        for port, decl in zip(self.inputs, spec.input_ports, strict=True):
+            port.timeout_s = decl.timeout_ms / 1000.0
+        self.gate: NodeGate | None = None
+        """Its conditions and input timeouts (``_conditions``); None for most nodes."""
         self.fwd = [p for p in self.inputs if not p.is_back]
         self.backs = [p for p in self.inputs if p.is_back]
         # Fast path: one forward port, no feedback, a single-packet policy.
@@ -220,6 +251,8 @@ class Node:
         self.pending.clear()
         self.source_done = False
         self.waiting = False
+        self.wake_due = False
+        """A ``call_after`` fired: the next claim may be a call with no new inputs."""
         self.wake_gen = getattr(self, "wake_gen", 0) + 1
         self.last_start = 0.0
         self.processed = 0

@@ -82,7 +82,7 @@ def _port(p: InPort) -> PortSnapshot:
     return PortSnapshot(
         name=p.name, edge=p.edge.name if p.edge is not None else None, queued=len(p.queue), peak=p.peak,
         closed=p.closed, bound=p.bound, capacity=p.capacity, fixed=p.fixed, is_back=p.is_back,
-        overwritten=p.overwritten,
+        overwritten=p.overwritten, timeout_ms=p.timeout_s * 1e3, timeouts=p.timeouts, late=p.late,
     )
 
 
@@ -95,6 +95,7 @@ def _node(n: Node) -> NodeSnapshot:
         packets_in=n.packets_in, packets_out=n.packets_out, total_ns=n.total_ns, max_ns=n.max_ns,
         hist=tuple(n.hist), running_since_ns=n.running_since, copies=n.copies,
         ignored_emits=n.info.ignored_emits, ports=tuple(_port(p) for p in n.inputs),
+        held=n.gate.holding() if n.gate is not None else "",
     )
 
 

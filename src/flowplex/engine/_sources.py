@@ -23,10 +23,10 @@ lm-flow program that runs a graph to the end and then reads its outputs keeps wo
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from ._clock import SYSTEM_CLOCK, Clock
 from ._timers import Timers
 
 if TYPE_CHECKING:
@@ -54,6 +54,8 @@ class Sources:
         self.claims = claims
         self.closing = closing
         self._timers: Timers | None = None
+        self.clock: Clock = SYSTEM_CLOCK
+        """Engine time (``_clock``): pacing deadlines and the timer thread read it."""
         self.parked: dict[Node, float] = {}
         """Sources waiting for the queue bound, with the earliest time each may start again
         (its ``rate`` / ``source_yield`` deadline, 0.0 for none)."""
@@ -69,7 +71,7 @@ class Sources:
         """After a source invocation: wait for ``source_yield`` / ``rate`` / the bound; lock held."""
         delay = ctx.yield_s
         deadline = 0.0
-        now = time.monotonic()
+        now = self.clock()
         if node.rate_period:
             deadline = node.last_start + node.rate_period
         if delay is not None and delay > 0:
@@ -81,12 +83,27 @@ class Sources:
         elif deadline > now:
             node.waiting = True
             self.status.busy += 1
-            self._timer().add(deadline, node, node.wake_gen)
+            self.timer().add(deadline, node, node.wake_gen)
 
-    def _timer(self) -> Timers:
+    def call_after(self, node: Node, delay: float) -> None:
+        """A non-source node asked to be called again after ``delay`` s (``cc.call_after``); lock
+        held. A later request replaces a pending one (a debounce: flush-on-idle batching)."""
+        if node.waiting:
+            node.wake_gen += 1  # the pending wake is stale now; its ``busy`` carries over
+        else:
+            node.waiting = True
+            self.status.busy += 1
+        self.timer().add(self.clock() + delay, node, node.wake_gen)
+
+    def timer(self) -> Timers:
+        """The graph's timer thread (started on first use)."""
         if self._timers is None:
-            self._timers = Timers(self.wake, self.on_failure)
+            self._timers = Timers(self.clock, self.wake, self.on_failure)
         return self._timers
+
+    def has_timers(self) -> bool:
+        """Whether a timed wake waits or fires now."""
+        return self._timers is not None and self._timers.pending()
 
     def _park(self, node: Node, deadline: float, now: float) -> None:
         """Hold ``node`` until the bound has room (``room``); lock held."""
@@ -115,7 +132,7 @@ class Sources:
         """Let every parked source run again (each at its own pacing deadline); lock held."""
         parked = self.parked
         status = self.status
-        timers = self._timer()
+        timers = self.timer()
         for node, deadline in parked.items():
             timers.add(deadline, node, node.wake_gen)  # still ``waiting``: ``wake`` claims it
         status.waiters -= len(parked)
@@ -129,6 +146,8 @@ class Sources:
                 return  # stale: cancel or reset already settled this wake's ``busy`` count
             status.busy -= 1
             node.waiting = False
+            if not node.is_source:
+                node.wake_due = True  # ``cc.call_after``: one call with no new inputs
             self.closing.rescan((node,))
             status.bump()
             subs = self.claims.take()
@@ -136,12 +155,16 @@ class Sources:
             executor.submit_background(task, arg)
 
     def cancel_waits(self, nodes: list[Node]) -> None:
-        """Drop pending wakes and parked sources (a cancel or a failure); lock held."""
+        """Drop pending wakes, parked sources and running periods (a cancel or a failure); lock held."""
         for node in nodes:
             if node.waiting:
                 node.waiting = False
                 node.wake_gen += 1
                 self.status.busy -= 1
+            node.wake_due = False
+            gate = node.gate
+            if gate is not None:
+                gate.cancel()
         self.status.waiters -= len(self.parked)
         self.parked.clear()
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from ..errors import GraphCancelled, StateError, Timeout
 from ..packets import clone_owned
 from ._admission import READER_GRACE_S
-from ._stalls import stall_error
+from ._stalls import stall_error, waits_on
 from ._status import INITIALIZED, RUNNING, TERMINATED
 from ._watchdog import running_what
 
@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._blocking import Blocking
     from ._budget import Budget
     from ._closing import Closing
+    from ._conditions import Conditions
     from ._loop import Scheduler
     from ._nodes import OutputQueue
     from ._pump import Pump
@@ -33,7 +34,8 @@ class Waits:
     """Blocking host calls over the engine's parts."""
 
     def __init__(self, status: Status, budget: Budget, blocking: Blocking, closing: Closing, scheduler: Scheduler,
-                 pump: Pump) -> None:
+                 pump: Pump, conditions: Conditions) -> None:
+        self.conditions = conditions
         self.status = status
         self.budget = budget
         self.blocking = blocking
@@ -57,6 +59,8 @@ class Waits:
                     break
                 if self.scheduler.sources.parked:
                     self._parked_verdict()
+                if self._autojump():
+                    continue
                 force = self.pump.idle() and self._idle_verdict()
                 if status.state == TERMINATED:
                     break
@@ -94,10 +98,25 @@ class Waits:
                 return False
             return True
         closing.check_terminated()
-        if status.state == TERMINATED:
-            return False
+        if status.state == TERMINATED or self.conditions.externally_held(closing.nodes):
+            return False  # (held by a flag or an event: the outside may still let it run)
         msg_0 = "wait_done"
         raise stall_error(msg_0, closing.nodes, self.blocking)
+
+    def _autojump(self) -> bool:
+        """With an autojump clock: when nothing runs but timers wait, move the clock to the next
+        timer (it fires at once) and return True; lock held."""
+        sources = self.scheduler.sources
+        clock = sources.clock
+        if not clock.autojump or self.pump.pending() or not self.conditions.quiet(self.closing.nodes):
+            return False
+        target = sources.timer().jump_target()
+        if target is None:
+            return False
+        clock.jump_to(target)
+        # The timer thread fires it and the graph moves on; wait for that, not a whole slice.
+        self.status.wait_change(None, 0.005)
+        return True
 
     def still_running(self) -> str:
         """What keeps the graph from finishing, node by node, for a timeout's message; lock held.
@@ -122,7 +141,10 @@ class Waits:
             if node in parked:
                 what.append("paused at the queue bound")
             elif node.waiting:
-                what.append("paced (rate / source_yield)")
+                what.append("paced (rate / source_yield)" if node.is_source else "waits for its call_after")
+            gate = node.gate
+            if gate is not None and gate.holding():
+                what.append(gate.holding())
             if node.blocked:
                 what.append("output blocked by a full consumer")
             queued = node.queued()
@@ -130,6 +152,9 @@ class Waits:
                 what.append(f"queued {queued}")
             if what:
                 parts.append(f"'{node.name}' ({', '.join(what)})")
+        waits = waits_on(self.closing.nodes)
+        if waits:
+            parts.append("; ".join(waits))
         if not parts:
             unclosed = ", ".join(f"'{n.name}'" for n in self.closing.nodes if not n.closed)
             return f"nothing is running; not closed yet: {unclosed or 'none'}"
@@ -167,7 +192,8 @@ class Waits:
             with status.lock:
                 if status.broken:
                     break
-                if self.pump.idle():
+                # (a node waiting out its ``periodic`` condition runs nothing meanwhile)
+                if self.pump.idle() or (not self.pump.pending() and status.busy == self.conditions.periods()):
                     if self.blocking.blocked and not status.halted:
                         msg = "wait_until_idle"
                         raise stall_error(msg, self.closing.nodes, self.blocking)
@@ -266,8 +292,10 @@ class Waits:
                     # on every executor alike; only an output no close can reach ends here.
                     msg = "the graph was cancelled"
                     raise GraphCancelled(msg)
+                if self._autojump():
+                    continue
                 if (self.pump.idle() and all(e.closed for e in self.closing.graph_inputs)
-                        and status.state != TERMINATED):
+                        and status.state != TERMINATED and not self.conditions.externally_held(self.closing.nodes)):
                     msg_0 = f"Poller.next on `{poller.name}`"
                     raise stall_error(msg_0, self.closing.nodes, self.blocking)
                 try:

@@ -15,6 +15,7 @@ from .._state import GraphState
 from .._suggest import suggest
 from .._types import PathLike
 from ..engine._build import build_engine
+from ..engine._clock import Clock
 from ..engine._engine import INITIALIZED, TERMINATED, Engine
 from ..errors import StateError, UnknownPortError, UsageError
 from ..packets import Packet, new_buffer, to_packet
@@ -82,27 +83,74 @@ class Graph:
     # -- construction ------------------------------------------------------------------------
 
     @classmethod
-    def from_yaml(cls, yaml: str, *, limits: Limits | None = None) -> Graph:
+    def from_yaml(cls, yaml: str, *, limits: Limits | None = None, clock: Clock | None = None) -> Graph:
         """Build a graph from YAML text (``include`` needs ``from_yaml_file``).
 
         ``limits`` bounds what loading may cost (``flowplex.config.Limits``; default: its
-        defaults, or the ``FLOWPLEX_MAX_*`` environment variables).
+        defaults, or the ``FLOWPLEX_MAX_*`` environment variables). ``clock``: see ``set_clock``.
         """
         from ..config._load import load_plan
 
-        return cls(load_plan(yaml, limits=limits), _FACTORY_TOKEN)
+        return cls(load_plan(yaml, limits=limits), _FACTORY_TOKEN)._with_clock(clock)
 
     @classmethod
-    def from_yaml_file(cls, path: PathLike, *, limits: Limits | None = None) -> Graph:
-        """Build a graph from a YAML file; ``include`` paths are relative to it. ``limits`` as for ``from_yaml``."""
+    def from_yaml_file(cls, path: PathLike, *, limits: Limits | None = None, clock: Clock | None = None) -> Graph:
+        """Build a graph from a YAML file; ``include`` paths are relative to it. ``limits`` and
+        ``clock`` as for ``from_yaml``."""
         from ..config._load import load_plan_file
 
-        return cls(load_plan_file(path, limits=limits), _FACTORY_TOKEN)
+        return cls(load_plan_file(path, limits=limits), _FACTORY_TOKEN)._with_clock(clock)
 
     @classmethod
-    def from_spec(cls, spec: GraphSpec) -> Graph:
+    def from_spec(cls, spec: GraphSpec, *, clock: Clock | None = None) -> Graph:
         """Build a graph from an already parsed ``GraphSpec``."""
-        return cls(build_plan(spec), _FACTORY_TOKEN)
+        return cls(build_plan(spec), _FACTORY_TOKEN)._with_clock(clock)
+
+    def _with_clock(self, clock: Clock | None) -> Graph:
+        if clock is not None:
+            self.set_clock(clock)
+        return self
+
+    # -- time and conditions -----------------------------------------------------------------
+
+    def set_clock(self, clock: Clock) -> None:
+        """Run the graph's timing rules on ``clock`` (before ``start``).
+
+        Engine time (``rate``, ``source_yield``, ``periodic`` conditions, ``call_after``, input
+        timeouts) is read from it: ``flowplex.testing.FakeClock`` makes them run on virtual time,
+        which a test moves (``advance``) or lets move by itself (``autojump=True``). Host timeouts
+        (``wait_done(timeout=...)``, ``next``) stay in real seconds.
+        """
+        if not isinstance(clock, Clock):
+            msg = (f"set_clock: expected a clock (flowplex.testing.FakeClock, or an object with "
+                   f"__call__, wait, jump_to and autojump), got {type(clock).__name__}")
+            raise UsageError(msg)
+        self._require_state((INITIALIZED,), "set_clock")
+        self._engine.conditions.set_clock(clock)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock the graph's timing rules read (the system's unless ``set_clock`` gave one)."""
+        return self._engine.conditions.clock
+
+    def set_condition(self, name: str, value: bool) -> None:
+        """Enable (True) or disable (False) every node with the ``boolean`` condition ``name``.
+
+        Any thread, any time (before ``start`` too: it sets the value the graph starts with).
+        A disabled node keeps its inputs queued (backpressure holds) and runs again once enabled.
+        """
+        if not isinstance(value, bool):
+            msg = f"set_condition: value must be True or False, got {value!r}"
+            raise UsageError(msg)
+        self._engine.conditions.set_condition(name, value)
+
+    def notify(self, name: str) -> None:
+        """Signal the ``event`` condition ``name``: each node waiting on it may run once more.
+
+        Safe from any thread (a driver's callback, say); notifications before the node can run
+        are counted, not lost.
+        """
+        self._engine.conditions.notify_event(name)
 
     # -- lifecycle ---------------------------------------------------------------------------
 

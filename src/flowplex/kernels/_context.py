@@ -82,6 +82,10 @@ class NodeInfo:
     zeros: BufferAllocator | None = None
     """Where ``new_buffer`` gets memory (None: numpy): a process pool's shared memory when the
     node feeds a node on one, so that its frames cross without a copy."""
+    conditions: Callable[[str, str, bool], None] | None = None
+    """Set by the engine for a kernel run in its process: ``(op, name, value)`` with op
+    ``notify`` or ``set`` (``cc.notify``, ``cc.set_condition``); None where it cannot reach
+    the graph (a kernel host in another process)."""
     spill: Callable[[Context], None] | None = None
     """Set by the engine: called by ``emit`` when one port has staged ``Call.spill_at``
     packets in this call, to deliver them and wait for the graph's budget (``Spills.spill``),
@@ -443,6 +447,38 @@ class Context(Call):
         """(Sources) After this invocation, never call ``process`` again; the node closes."""
         self.source_finished = True
 
+    def call_after(self, delay_seconds: SupportsFloat | str) -> None:
+        """Ask to be called again ``delay_seconds`` after this call, even if no input comes.
+
+        On a source it is ``source_yield``. On any other node the call comes with no new inputs
+        (every ``input_is_empty``) at the timestamp of the node's last input; a later request
+        replaces a pending one, so calling it on every packet flushes once the inputs go idle.
+        The delay runs on the graph's clock. Raises ``ValueError`` for a negative or
+        non-finite delay.
+        """
+        delay = _delay(delay_seconds, "call_after")
+        self.yield_s = delay if self.yield_s is None else max(self.yield_s, delay)
+
+    def notify(self, name: str) -> None:
+        """Signal the graph's ``event`` condition ``name`` (as ``Graph.notify``)."""
+        self._condition_op("notify", name, True)
+
+    def set_condition(self, name: str, value: bool) -> None:
+        """Enable or disable the graph's ``boolean`` condition ``name`` (as ``Graph.set_condition``)."""
+        if not isinstance(value, bool):
+            msg = f"set_condition: value must be True or False, got {value!r}"
+            raise UsageError(msg)
+        self._condition_op("set", name, value)
+
+    def _condition_op(self, op: str, name: str, value: bool) -> None:
+        fn = self._info.conditions
+        if fn is None:
+            msg = (f"cc.{'notify' if op == 'notify' else 'set_condition'}: node `{self._info.name}` runs in a "
+                   "kernel host outside the graph's process (a process pool or Ray), which cannot reach the "
+                   "graph's conditions; run this node on a thread executor")
+            raise UsageError(msg)
+        fn(op, name, value)
+
     def source_yield(self, delay_seconds: SupportsFloat | str = 0.0) -> None:
         """(Sources) Nothing to produce now: call ``process`` again after ``delay_seconds``.
 
@@ -450,15 +486,20 @@ class Context(Call):
         delay; a non-source node calling it fails its invocation.
         """
         if not self._info.is_source:
-            msg = "source_yield is only valid for source nodes"
+            msg = "source_yield is only valid for source nodes (other nodes: call_after)"
             raise UsageError(msg)
-        try:
-            delay = float(delay_seconds)
-        except (TypeError, ValueError):
-            msg = f"source_yield: delay must be a number of seconds, got {delay_seconds!r}"
-            raise ValueError(msg) from None
-        if not math.isfinite(delay) or delay < 0 or delay > 1e9:
-            msg = f"source_yield: delay must be finite and >= 0 seconds, got {delay_seconds!r}"
-            raise ValueError(msg)
+        delay = _delay(delay_seconds, "source_yield")
         self.yield_s = delay if self.yield_s is None else max(self.yield_s, delay)
 
+
+def _delay(value: SupportsFloat | str, what: str) -> float:
+    """A delay in seconds (``source_yield``, ``call_after``), checked."""
+    try:
+        delay = float(value)
+    except (TypeError, ValueError):
+        msg = f"{what}: delay must be a number of seconds, got {value!r}"
+        raise ValueError(msg) from None
+    if not math.isfinite(delay) or delay < 0 or delay > 1e9:
+        msg = f"{what}: delay must be finite and >= 0 seconds, got {value!r}"
+        raise ValueError(msg)
+    return delay

@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from typing import final
+from collections.abc import Mapping
+from typing import Final, cast, final
 
+from .._suggest import did_you_mean
 from ..errors import ConfigError
+from ..spec._conditions import CONTRACT_WHERE, condition_problem, kind_problem
+from ..spec._specs import ConditionKind, ConditionSpec
 from ._ports import PortTable
 
 __all__ = ["Contract"]
 
 ANY_TYPE = 0
+
+_CONDITION_FIELDS: Final[dict[str, tuple[str, ...]]] = {
+    "periodic": ("period_ms",),
+    "count": (),
+    "boolean": ("name", "initial"),
+    "event": ("name",),
+}
+"""The keys of each kind's YAML mapping (``count`` takes its value alone, as ``count: 10`` does)."""
 
 
 @final
@@ -17,11 +29,11 @@ class Contract:
     """Handed to ``Kernel.get_contract`` while the graph is built; declares port types.
 
     Undeclared ports accept any type. Mistakes (an index out of range, an invalid type id, a
-    duplicate side-packet name) are collected, and the first one fails the build with a
-    ``ConfigError`` that names the node.
+    duplicate side-packet name, an invalid condition) are collected, and the first one fails the
+    build with a ``ConfigError`` that names the node.
     """
 
-    __slots__ = ("_error", "_inputs", "_outputs", "input_types", "output_types", "side_packets")
+    __slots__ = ("_error", "_inputs", "_outputs", "conditions", "input_types", "output_types", "side_packets")
 
     def __init__(self, inputs: PortTable, outputs: PortTable) -> None:
         self._inputs = inputs
@@ -29,6 +41,9 @@ class Contract:
         self.input_types: list[int] = [ANY_TYPE] * len(inputs)
         self.output_types: list[int] = [ANY_TYPE] * len(outputs)
         self.side_packets: list[str] = []
+        self.conditions: list[ConditionSpec] = []
+        """Conditions added with ``add_condition`` (``where="get_contract"``); the build merges them
+        with the node's YAML ``conditions`` (``spec._plan.merge_conditions``)."""
         self._error: str | None = None
 
     @property
@@ -90,6 +105,50 @@ class Contract:
         else:
             self.side_packets.append(name)
 
+    def add_condition(self, kind: str, value: object = None, /, **fields: object) -> None:
+        """Add a condition to the node, as its YAML ``conditions`` would.
+
+        The arguments mirror the YAML: ``add_condition("count", 5)``, ``add_condition("periodic",
+        period_ms=10)``, ``add_condition("boolean", name="armed", initial=False)``,
+        ``add_condition("event", name="go")``; ``value`` may also be the YAML mapping
+        (``add_condition("periodic", {"period_ms": 10})``). The rules are the YAML's: a node has at
+        most one condition of each kind (counting its YAML ones), ``count`` only without input ports,
+        ``periodic`` not with ``rate``.
+        """
+        problem = kind_problem(kind)
+        if problem is not None:
+            self._fail(f"add_condition: {problem}")
+            return
+        label = f"add_condition({kind!r})"
+        allowed = _CONDITION_FIELDS[kind]
+        if kind == "count":
+            if fields:
+                self._fail(f"{label}: takes the count alone (`add_condition('count', 10)`), got keyword arguments")
+                return
+            given: dict[str, object] = {"count": value}
+        elif value is None:
+            given = dict(fields)
+        elif isinstance(value, Mapping) and not fields:
+            given = {str(key): item for key, item in value.items()}
+        else:
+            self._fail(f"{label}: give its fields by keyword ({', '.join(f'{f}=...' for f in allowed)})")
+            return
+        for key in given:
+            if kind != "count" and key not in allowed:
+                hint = did_you_mean(key, allowed)
+                expected = ", ".join(f"`{f}`" for f in allowed)
+                self._fail(f"{label}: unknown field `{key}`{hint} (expected {expected})")
+                return
+        spec = _condition(cast("ConditionKind", kind), given)  # one of CONDITION_KINDS: checked above
+        if isinstance(spec, str):
+            self._fail(f"{label}: {spec}")
+            return
+        alone = condition_problem(spec)
+        if alone is not None:
+            self._fail(f"{label}: {alone[1]}")
+            return
+        self.conditions.append(spec)
+
     def first_error(self) -> str | None:
         """The first mistake recorded by the kernel's ``get_contract``, if any."""
         return self._error
@@ -112,6 +171,27 @@ class Contract:
     def _fail(self, message: str) -> None:
         if self._error is None:
             self._error = message
+
+
+def _condition(kind: ConditionKind, given: dict[str, object]) -> ConditionSpec | str:
+    """A condition from ``add_condition``'s fields, or the message for a value of the wrong type."""
+    if kind == "periodic":
+        period_ms = given.get("period_ms")
+        if isinstance(period_ms, bool) or not isinstance(period_ms, int | float):
+            return f"needs `period_ms`, a number of milliseconds (got {period_ms!r})"
+        return ConditionSpec(kind, CONTRACT_WHERE, period_s=period_ms / 1e3)
+    if kind == "count":
+        count = given["count"]
+        if isinstance(count, bool) or not isinstance(count, int):
+            return f"count must be an integer (how many times the node runs), got {count!r}"
+        return ConditionSpec(kind, CONTRACT_WHERE, count=count)
+    name = given.get("name", "")
+    if not isinstance(name, str):
+        return f"name must be a string, got {name!r}"
+    initial = given.get("initial", True)
+    if not isinstance(initial, bool):
+        return f"initial must be True or False, got {initial!r}"
+    return ConditionSpec(kind, CONTRACT_WHERE, name=name, initial=initial)
 
 
 def declare_contract(cls: type, inputs: PortTable, outputs: PortTable, where: str) -> Contract:

@@ -10,6 +10,8 @@ from ._plan import Diagnostic as Diagnostic
 from ._plan import EdgePlan as EdgePlan
 from ._plan import GraphPlan as GraphPlan
 from ._plan import build_plan as build_plan
+from ._specs import CONDITION_KINDS as CONDITION_KINDS
+from ._specs import ConditionSpec as ConditionSpec
 from ._specs import ExecutorSpec as ExecutorSpec
 from ._specs import GraphSpec as GraphSpec
 from ._specs import InputPolicySpec as InputPolicySpec
@@ -21,6 +23,8 @@ from ._specs import RouteRuleSpec as RouteRuleSpec
 from ._specs import RouteSpec as RouteSpec
 
 __all__ = [
+    "CONDITION_KINDS",
+    "ConditionSpec",
     "Diagnostic",
     "EdgePlan",
     "ExecutorSpec",

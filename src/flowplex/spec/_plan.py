@@ -20,11 +20,18 @@ from typing import Final, TypeAlias
 from .._suggest import did_you_mean
 from ..errors import ConfigError
 from . import _ranges as ranges
+from ._conditions import (
+    CONTRACT_WHERE,
+    condition_names_problem,
+    conditions_problem,
+    timeouts_problem,
+)
 from ._specs import (
     DEFAULT_EXECUTOR,
     EXECUTOR_TYPES,
     POLICY_TYPES,
     ROUTE_KERNEL,
+    ConditionSpec,
     ExecutorSpec,
     GraphSpec,
     NodeSpec,
@@ -42,6 +49,7 @@ __all__ = [
     "GraphPlan",
     "Locate",
     "build_plan",
+    "merge_conditions",
     "node_where",
 ]
 
@@ -125,6 +133,29 @@ def node_where(node: NodeSpec, field: FieldPath = ()) -> str:
     return escape_controls(f"{base}{_format_field(field)} {note}")
 
 
+def merge_conditions(node: NodeSpec, extra: Sequence[ConditionSpec]) -> tuple[ConditionSpec, ...]:
+    """``node``'s conditions followed by ``extra`` (those its kernel's ``get_contract`` declared), checked.
+
+    The same rules as the plan's (``spec._conditions``): each condition alone, then the combination,
+    e.g. a ``periodic`` condition in both the YAML and the contract. A name used by a boolean and an
+    event on different nodes is a graph rule: check the merged lists with ``condition_names_problem``.
+
+    Raises:
+        ConfigError: ``nodes[0].kernel (node `a`): get_contract: ...`` for a problem of a contract
+            condition, ``nodes[0].conditions[1] (node `a`): ...`` for one of the node's own.
+    """
+    merged = (*node.conditions, *extra)
+    problem = conditions_problem(node, merged)
+    if problem is None:
+        return merged
+    cond = merged[problem.index]
+    if cond.where == CONTRACT_WHERE or problem.index >= len(node.conditions):
+        msg = f"{node_where(node, ('kernel',))}: get_contract: condition `{cond.kind}`: {problem.message}"
+    else:
+        msg = f"{node_where(node, ('conditions', problem.index, *problem.field))}: {problem.message}"
+    raise ConfigError(msg)
+
+
 def _format_field(field: Iterable[str | int], *, root: bool = False) -> str:
     out = []
     for part in field:
@@ -198,6 +229,7 @@ class _Planner:
         self.check_graph_numbers()
         self.check_executors()
         node_executor = tuple(self.check_node(n) for n in range(len(self.nodes)))
+        self.check_condition_names()
         graph_inputs = self.check_graph_ports("input_ports", "graph input port")
         graph_outputs = self.check_graph_ports("output_ports", "graph output port")
         edges = self.link(graph_inputs, graph_outputs)
@@ -337,6 +369,7 @@ class _Planner:
             raise self.fail(n, ("kernel",), "node has no `kernel`")
         self.check_back_edges(n, inputs)
         self.check_policy(n, inputs)
+        self.check_timeouts(n)
         self.check_queues(n, inputs)
         if node.on_error not in ("abort", "skip"):
             hint = _hint(node.on_error, ("abort", "skip"))
@@ -353,7 +386,24 @@ class _Planner:
                     "a non-source is driven by upstream data"
                 )
                 raise self.fail(n, ("rate",), msg)
+        problem = conditions_problem(node, node.conditions)
+        if problem is not None:
+            raise self.fail(n, ("conditions", problem.index, *problem.field), problem.message)
         return self.check_executor_choice(n)
+
+    def check_timeouts(self, n: int) -> None:
+        node = self.nodes[n]
+        for kind in ("input_ports", "output_ports"):
+            problem = timeouts_problem(node, kind)
+            if problem is not None:
+                raise self.fail(n, (kind, *problem[0]), problem[1])
+
+    def check_condition_names(self) -> None:
+        problem = condition_names_problem([node.conditions for node in self.nodes], [node.name for node in self.nodes])
+        if problem is not None:
+            n, index, msg = problem
+            kind = self.nodes[n].conditions[index].kind
+            raise self.fail(n, ("conditions", index, kind, "name"), msg)
 
     def check_name(self, n: int) -> None:
         node = self.nodes[n]

@@ -38,6 +38,9 @@ class PortSpec:
     tag: str = ""
     index: int = 0
     """Index within ``tag`` (auto-assigned in declaration order when not written)."""
+    timeout_ms: float = 0.0
+    """A node input's timeout (the long form ``{name: cam, timeout_ms: 200}``): how long a join
+    waits for this input before it proceeds with it empty; 0 means no timeout."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +68,28 @@ class InputQueuesSpec:
             if name == port:
                 return self.packets if packets is None else packets
         return self.packets
+
+
+ConditionKind = Literal["periodic", "count", "boolean", "event"]
+CONDITION_KINDS: Final[tuple[str, ...]] = ("periodic", "count", "boolean", "event")
+"""The kinds a node's ``conditions`` entry may have."""
+
+
+@dataclass(frozen=True, slots=True)
+class ConditionSpec:
+    """One entry of a node's ``conditions``: all of a node's conditions must hold for it to run."""
+
+    kind: ConditionKind
+    where: str = ""
+    """Where it was declared, for messages: ``nodes[1].conditions[0]`` or ``get_contract``."""
+    period_s: float = 0.0
+    """``periodic``: the node runs at most once per period (seconds, > 0)."""
+    count: int = 0
+    """``count``: the node runs this many times, then finishes (>= 1)."""
+    name: str = ""
+    """``boolean`` and ``event``: the name ``Graph.set_condition`` / ``Graph.notify`` use."""
+    initial: bool = True
+    """``boolean``: whether the node is enabled when the graph starts."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,6 +145,8 @@ class NodeSpec:
     """Source pacing in Hz; 0 means unpaced."""
     route: RouteSpec | None = None
     """Set only for ``type: route`` nodes."""
+    conditions: tuple[ConditionSpec, ...] = ()
+    """The ``conditions`` key (the kernel's ``get_contract`` may add more at build)."""
 
     @property
     def is_source(self) -> bool:

@@ -3,8 +3,9 @@
 Installed with flowplex (entry point ``pytest11``), so any test may ask for them; without the
 entry point (a source checkout), enable it with ``-p flowplex.testing.pytest_plugin``.
 
-- ``flowplex_graph(yaml_or_path) -> Graph``: a built graph (YAML text, a file, a graph dict),
-  with its ``ScriptedSource`` scripts checked; closed when the test ends.
+- ``flowplex_graph(yaml_or_path, clock=None) -> Graph``: a built graph (YAML text, a file, a
+  graph dict), with its ``ScriptedSource`` scripts checked, on ``clock`` if given (a
+  ``FakeClock``); closed when the test ends.
 - ``kernel_runner(kernel, **kwargs) -> KernelRunner``: ``flowplex.KernelRunner(kernel, ...)``,
   closed when the test ends.
 """
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from ..engine._clock import Clock
 from ..graph import Graph
 from ..kernels import KernelRunner
 from ._run import GraphSource, build_graph
@@ -24,13 +26,15 @@ __all__ = ["flowplex_graph", "kernel_runner"]
 
 
 @pytest.fixture
-def flowplex_graph() -> Iterator[Callable[[GraphSource], Graph]]:
-    """A factory of graphs (YAML text, a path or a graph dict), each closed after the test."""
+def flowplex_graph() -> Iterator[Callable[..., Graph]]:
+    """A factory of graphs (YAML text, a path or a graph dict; ``clock=``), each closed after the test."""
     built: list[Graph] = []
 
-    def make(source: GraphSource) -> Graph:
+    def make(source: GraphSource, *, clock: Clock | None = None) -> Graph:
         graph = build_graph(source)
         built.append(graph)
+        if clock is not None:
+            graph.set_clock(clock)
         return graph
 
     yield make
