@@ -192,8 +192,9 @@ def test_condition_errors(text: str, pattern: str) -> None:
     assert_error(text, pattern)
 
 
-def test_errors_carry_the_file_line() -> None:
-    text = dedent("""
+FILE_LINE_CASES = [
+    (
+        """
         nodes:
           - name: s
             kernel: Src
@@ -203,9 +204,32 @@ def test_errors_carry_the_file_line() -> None:
               - periodic:
                   period_ms: 0
         output_ports: [x]
-    """)
-    with pytest.raises(ConfigError, match=r"^g\.yaml:8: nodes\[0\]\.conditions\[1\]\.periodic\.period_ms \(node `s`\)"):
-        load_yaml(text, source="g.yaml")
+        """,
+        r"^g\.yaml:8: nodes\[0\]\.conditions\[1\]\.periodic\.period_ms \(node `s`\)",
+    ),
+    (
+        """
+        input_ports: [i, j]
+        nodes:
+          - name: a
+            kernel: K
+            input_ports:
+              - i
+              - name: j
+                timeout_ms: 10
+            input_policy: {type: immediate}
+            output_ports: [x]
+        output_ports: [x]
+        """,
+        r"^g\.yaml:8: nodes\[0\]\.input_ports\[1\]\.timeout_ms \(node `a`\): ",
+    ),
+]
+
+
+@pytest.mark.parametrize(("text", "pattern"), FILE_LINE_CASES, ids=["condition", "timeout"])
+def test_errors_carry_the_file_line(text: str, pattern: str) -> None:
+    with pytest.raises(ConfigError, match=pattern):
+        load_yaml(dedent(text), source="g.yaml")
 
 
 # -- long-form input ports ----------------------------------------------------------------------------
@@ -311,24 +335,6 @@ def test_input_port_errors(ports: str, extra: str, pattern: str) -> None:
 )
 def test_only_node_inputs_take_the_long_form(text: str, pattern: str) -> None:
     assert_error(text, pattern)
-
-
-def test_timeout_error_carries_the_file_line() -> None:
-    text = dedent("""
-        input_ports: [i, j]
-        nodes:
-          - name: a
-            kernel: K
-            input_ports:
-              - i
-              - name: j
-                timeout_ms: 10
-            input_policy: {type: immediate}
-            output_ports: [x]
-        output_ports: [x]
-    """)
-    with pytest.raises(ConfigError, match=r"^g\.yaml:8: nodes\[0\]\.input_ports\[1\]\.timeout_ms \(node `a`\): "):
-        load_yaml(text, source="g.yaml")
 
 
 # -- subgraphs ---------------------------------------------------------------------------------------

@@ -113,7 +113,9 @@ output_ports: [t]
         g.cancel()
 
 
-def test_boolean_condition_holds_a_node_until_enabled_and_a_kernel_can_disable_it() -> None:
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_boolean_condition_holds_a_node_until_enabled_and_a_kernel_can_disable_it(executor: str) -> None:
+    # On processes the kernel's cc.set_condition comes back with its outcome and is applied here.
     yaml = """
 nodes:
   - name: gate
@@ -125,7 +127,9 @@ nodes:
 input_ports: [x]
 output_ports: [y]
 """
-    with flowplex.Graph.from_yaml(yaml) as g:
+    with flowplex.testing.default_executor(executor):
+        g = flowplex.Graph.from_yaml(yaml)
+    with g:
         out = g.add_poller("y")
         g.start()
         for i in range(6):
@@ -275,3 +279,38 @@ output_ports: [o]
         with pytest.raises(flowplex.Timeout, match=r"node 'fuse' waits on input 'lidar' \(no timeout set\)"):
             g.wait_done(timeout=0.3)
         g.cancel()
+
+
+@pytest.mark.parametrize("executor", EXECUTORS)
+def test_a_kernel_notify_runs_an_event_node_once_per_call_on_every_executor(executor: str) -> None:
+    yaml = """
+nodes:
+  - { name: src, kernel: TimeTicker, output_ports: [x], options: { count: 4, period: 1.0 } }
+  - { name: poke, kernel: TimeNotifier, input_ports: [x], output_ports: [y], options: { name: go } }
+  - { name: ev, kernel: TimeCounter, output_ports: [t], conditions: [ { event: { name: go } }, { count: 4 } ] }
+output_ports: [y, t]
+"""
+    with flowplex.testing.default_executor(executor):
+        g = flowplex.Graph.from_yaml(yaml, clock=FakeClock(autojump=True))
+    with g:
+        out = run_graph(g, timeout=60)
+    assert [ts for ts, _ in out["y"]] == [0, 1, 2, 3]
+    assert [v for _, v in out["t"]] == [0, 1, 2, 3]  # one run per notify, count ends it
+
+
+@pytest.mark.parametrize("executor", ["inline", "processes"])
+def test_a_kernel_naming_an_unknown_condition_fails_its_node_on_every_executor(executor: str) -> None:
+    yaml = """
+input_ports: [x]
+nodes:
+  - { name: poke, kernel: TimeNotifier, input_ports: [x], output_ports: [y], options: { name: goo } }
+  - { name: ev, kernel: TimeCounter, output_ports: [t], conditions: [ { event: { name: go } } ] }
+output_ports: [y, t]
+"""
+    with flowplex.testing.default_executor(executor):
+        g = flowplex.Graph.from_yaml(yaml)
+    with g:
+        g.start()
+        g.send("x", 0, 1)
+        with pytest.raises(flowplex.FlowplexError, match=r"poke.*no event condition named 'goo'.*did you mean `go`"):
+            g.wait_done(timeout=30)

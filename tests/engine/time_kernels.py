@@ -40,11 +40,17 @@ class TimeCounter(flowplex.Kernel):
 
 @flowplex.kernel("TimePair")
 class TimePair(flowplex.Kernel):
-    """Join: emits ``"a/b"`` (``-`` for an empty input) at the join's timestamp."""
+    """Join: emits ``"a/b"`` (``-`` for an empty input) at the join's timestamp; a string
+    input (another join's) shows in brackets."""
 
     def process(self, cc: flowplex.Context) -> None:
-        parts = ["-" if cc.input_is_empty(i) else str(cc.input(i).as_int()) for i in range(cc.num_inputs)]
+        parts = ["-" if cc.input_is_empty(i) else _shown(cc.input(i)) for i in range(cc.num_inputs)]
         cc.emit(0, "/".join(parts))
+
+
+def _shown(p: flowplex.Packet) -> str:
+    text = p.as_str()
+    return f"({text})" if text is not None else str(p.as_int())
 
 
 @flowplex.kernel("TimeBatcher")
@@ -87,3 +93,15 @@ class TimeSwitch(flowplex.Kernel):
         cc.forward(0, 0)
         if cc.input(0).as_int() == self.at:
             cc.set_condition(self.name, False)
+
+
+@flowplex.kernel("TimeNotifier")
+class TimeNotifier(flowplex.Kernel):
+    """Forwards its input and signals event ``name`` for each packet (``cc.notify``)."""
+
+    def open(self, cc: flowplex.Context) -> None:
+        self.name = cc.option_str("name", "go")
+
+    def process(self, cc: flowplex.Context) -> None:
+        cc.forward(0, 0)
+        cc.notify(self.name)

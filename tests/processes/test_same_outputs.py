@@ -20,8 +20,8 @@ from hypothesis import Phase, example, given, note, settings
 from hypothesis import strategies as st
 
 import flowplex
-from flowplex.testing import default_executor
 
+from .._places import assert_placed, default_slot, place_head
 from . import dag_kernels as dag_kernels  # registers the kernels here (workers import them by reference)
 from .conftest import WAIT_S
 
@@ -93,14 +93,6 @@ class NodeDesc:
                 f"max_in_flight: {self.max_in_flight}{policy} }}")
 
 
-PLACE_HEADS = {
-    "processes": "executors: [{ name: pool, type: ProcessPoolExecutor, num_processes: 2 }]\ndefault_executor: pool\n",
-}
-"""The executors section that places every node on ``place`` (none: the default slot)."""
-EXECUTOR_OF = {"processes": "pool"}
-DEFAULT_SLOT = {"threads": "threads", "ray": "ray"}
-"""The ``flowplex.testing`` kind of the default slot per place (inline for the others)."""
-
 Send = tuple[str, int, object]
 """(graph input, ts, value) of one send."""
 
@@ -117,7 +109,7 @@ class Scenario:
         return [port for n in self.nodes for port in n.outputs]
 
     def yaml(self, place: str) -> str:
-        head = PLACE_HEADS.get(place, "")
+        head = place_head(place)
         return (f"{head}nodes:\n" + "\n".join(n.yaml() for n in self.nodes)
                 + f"\ninput_ports: [{', '.join(self.inputs)}]\noutput_ports: [{', '.join(self.outputs)}]\n")
 
@@ -182,7 +174,7 @@ def observed(p: flowplex.Packet) -> object:
 def run(scenario: Scenario, place: str) -> dict[str, list[tuple[int, object]]]:
     """Run the scenario with its nodes on ``place``; every output port's (ts, value) in order."""
     text = scenario.yaml(place)
-    with default_executor(DEFAULT_SLOT.get(place, "inline")):
+    with default_slot(place):
         g = flowplex.Graph.from_yaml(text)
     with g:
         pollers = {port: g.add_poller(port) for port in scenario.outputs}
@@ -191,8 +183,7 @@ def run(scenario: Scenario, place: str) -> dict[str, list[tuple[int, object]]]:
             g.send(name, value, ts=ts)
         g.close_all_inputs()
         g.wait_done(timeout=WAIT_S)
-        kinds = {s.name: s.kind for s in g.stats().executors}
-        assert kinds.get(EXECUTOR_OF.get(place, "default")) == place
+        assert_placed(g, place)
         return {port: [(p.timestamp, observed(p)) for p in poller] for port, poller in pollers.items()}
 
 

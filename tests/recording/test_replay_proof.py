@@ -36,9 +36,9 @@ from flowplex.cli._replay_graph import Replacement, replace_nodes
 from flowplex.config._load import load_yaml
 from flowplex.kernels._math import wrap_i64
 from flowplex.recording._codec import ENCODING, PROFILE, encode_value, schema_data, schema_name
-from flowplex.testing import default_executor
 
 from .._cli import flowplex_commands
+from .._places import assert_placed, default_slot, place_head
 from ..processes import dag_kernels as dag_kernels  # registers the kernels (pool workers import them by reference)
 
 WAIT_S = 30.0
@@ -113,10 +113,7 @@ class Scenario:
         return [s for s in self.streams if s not in read]
 
     def yaml(self, place: str) -> str:
-        head = ""
-        if place == "processes":  # every node on the pool, sources included
-            head = "executors: [{ name: pool, type: ProcessPoolExecutor, num_processes: 1 }]\ndefault_executor: pool\n"
-        return (head + "nodes:\n" + "\n".join(n.yaml() for n in self.nodes)
+        return (place_head(place, workers=1) + "nodes:\n" + "\n".join(n.yaml() for n in self.nodes)
                 + f"\noutput_ports: [{', '.join(self.outputs)}]\n")
 
 
@@ -235,15 +232,14 @@ PLACES = ("inline", "threads", "processes")
 
 def run(spec: object, path: Path, scenario: Scenario, place: str) -> dict[str, list[tuple[int, object]]]:
     """Run the graph of ``spec`` recorded into ``path``; what reached each graph output."""
-    with default_executor("threads" if place == "threads" else "inline"):
+    with default_slot(place):
         g = flowplex.Graph.from_spec(spec)  # type: ignore[arg-type]
     with g:
         pollers = {port: g.add_poller(port) for port in scenario.outputs}
         with recording.record(g, path):
             g.start()
             g.wait_done(timeout=WAIT_S)
-        kinds = {s.name: s.kind for s in g.stats().executors}
-        assert kinds.get("pool" if place == "processes" else "default") == place
+        assert_placed(g, place)
         return {port: [(p.timestamp, _value(p.payload)) for p in poller] for port, poller in pollers.items()}
 
 

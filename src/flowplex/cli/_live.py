@@ -1,5 +1,6 @@
 """The commands that reach into live graphs through their control sockets (``flowplex.control``):
-``ps``, ``top``, ``echo``, ``hz``, ``stop``, ``kill`` and ``logs`` (``dot NAME`` is ``_dot``'s).
+``ps``, ``top``, ``echo``, ``hz``, ``stop``, ``kill``, ``logs``, ``condition`` and ``notify``
+(``dot NAME`` is ``_dot``'s).
 
 Each connects by name, asks, and renders the answer; ``--json`` prints the answer itself for
 scripts. A name that is not live is one line and exit 1 (it names the live ones).
@@ -327,6 +328,56 @@ def kill(
         typer.echo(json.dumps({"name": name, "pid": pid, "killed": True, "ended": ended}))
     else:
         typer.echo(f"flowplex: killed {name} (pid {pid})", err=True)
+
+
+_TRUTH = {"on": True, "true": True, "1": True, "yes": True, "off": False, "false": False, "0": False, "no": False}
+
+
+@app.command()
+def condition(
+    name: Annotated[str, typer.Argument(help="The live graph.")],
+    condition_name: Annotated[str | None, typer.Argument(
+        metavar="[CONDITION]", help="A boolean condition of the graph (none: list them).")] = None,
+    value: Annotated[str | None, typer.Argument(metavar="[on|off]", help="Enable (on) or disable (off) it.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+) -> None:
+    """Enable or disable a live graph's ``boolean`` condition (``Graph.set_condition``); with no
+    condition, list the graph's boolean conditions and events."""
+    if condition_name is None:
+        answer = ask_live(name, "condition")
+        if as_json:
+            typer.echo(json.dumps({"booleans": answer["booleans"], "events": answer["events"]}))
+            return
+        for flag, on in answer["booleans"].items():
+            typer.echo(shown(f"{flag}\t{'on' if on else 'off'}"))
+        for event in answer["events"]:
+            typer.echo(shown(f"{event}\tevent"))
+        if not answer["booleans"] and not answer["events"]:
+            typer.echo(f"flowplex: {name} has no boolean or event condition", err=True)
+        return
+    if value is None or value.lower() not in _TRUTH:
+        msg = f"condition {condition_name}: give on or off, not {value!r}" if value else (
+            f"condition {condition_name}: give on or off (flowplex condition {name} {condition_name} off)")
+        raise usage(msg)
+    on = _TRUTH[value.lower()]
+    ask_live(name, "condition", condition=condition_name, value=on)
+    if as_json:
+        typer.echo(json.dumps({"name": condition_name, "value": on}))
+    else:
+        typer.echo(shown(f"flowplex: {name}: condition {condition_name} {'on' if on else 'off'}"), err=True)
+
+
+@app.command()
+def notify(
+    name: Annotated[str, typer.Argument(help="The live graph.")],
+    event: Annotated[str, typer.Argument(help="An event condition of the graph.")],
+    times: Annotated[int, typer.Option("--times", "-n", min=1, help="How many notifications to send.")] = 1,
+) -> None:
+    """Signal a live graph's ``event`` condition (``Graph.notify``): each node waiting on it may
+    run once more per notification."""
+    for _ in range(times):
+        ask_live(name, "notify", event=event)
+    typer.echo(shown(f"flowplex: {name}: notified {event}" + (f" {times} times" if times > 1 else "")), err=True)
 
 
 def _wait_gone(name: str, info: dict[str, Any], seconds: float) -> bool:

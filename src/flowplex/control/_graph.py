@@ -1,5 +1,5 @@
 """``GraphControl``: a running ``Graph`` behind a control socket (``ps``, ``top``, ``echo``, ``hz``,
-``dot``, ``stop``, ``record``).
+``dot``, ``stop``, ``record``, ``condition``, ``notify``).
 
 Everything it reports comes from the graph's own snapshots (``Graph.stats``), sampled once a
 second by the control thread so that rates are deltas over a known interval; nothing of it runs
@@ -61,7 +61,8 @@ class GraphControl:
         """The recording of each connection that asked for one (by ``id(session)``)."""
         self._server = ControlServer(
             name, {"top": self._top, "echo": self._echo, "hz": self._hz, "dot": self._dot, "stop": self._stop,
-                   "record": self._record}, self._summary, kind="graph", exact=exact)
+                   "record": self._record, "condition": self._condition, "notify": self._notify},
+            self._summary, kind="graph", exact=exact)
         self._server.ticks.append(self._sample)
 
     @property
@@ -281,6 +282,33 @@ class GraphControl:
         session.pumps.append(lambda: rec.pump(session))
         return None
 
+    def _condition(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+        """Set a ``boolean`` condition (``condition``, ``value``); with none named, list the conditions."""
+        name, value = request.get("condition"), request.get("value")
+        conditions = self._engine.conditions
+        if name is None:
+            return conditions.listing()
+        if not isinstance(name, str) or not isinstance(value, bool):
+            msg = f"condition: condition must be a name and value true or false, not {name!r} and {value!r}"
+            raise ControlError(msg)
+        try:
+            self._graph.set_condition(name, value)
+        except FlowplexError as exc:  # an unknown name: the message lists the known ones
+            raise ControlError(str(exc)) from None
+        return {"name": name, "value": value}
+
+    def _notify(self, session: Session, request: dict[str, Any]) -> dict[str, Any]:
+        """Signal the ``event`` condition named by ``event`` once."""
+        name = request.get("event")
+        if not isinstance(name, str):
+            msg = f"notify: event must be a name, not {name!r}"
+            raise ControlError(msg)
+        try:
+            self._graph.notify(name)
+        except FlowplexError as exc:
+            raise ControlError(str(exc)) from None
+        return {"name": name}
+
     def _terminated(self) -> bool:
         return self._graph.state == GraphState.TERMINATED
 
@@ -318,6 +346,8 @@ def node_rows(before: GraphStats, now: GraphStats, workers: dict[str, str]) -> l
                      if before.stats_level == "full" and now.stats_level == "full" else None),  # timed throughout
             "state": state_text(n, now, blocked_on.get(n.node_name)),
             "drops": sum(p.dropped for p in n.ports), "errors": n.errors,
+            "timeouts": (sum(p.timeouts for p in n.ports) if any(p.timeout_ms for p in n.ports)
+                         else None),  # None: no input of it has a timeout_ms
         })
     return rows
 
@@ -330,6 +360,8 @@ def state_text(n: NodeStats, graph: GraphStats, full_output: str | None) -> str:
         return f"blocked on output {full_output}" if full_output else "blocked on output"
     if n.running:
         return "running"
+    if n.held:  # a condition: disabled, waiting for an event, a period
+        return n.held
     if n.state == "WAITING_SOURCE":
         return "waiting for its next turn"
     if n.is_source:

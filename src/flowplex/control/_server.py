@@ -356,8 +356,8 @@ class ControlServer:
         session.outbox.clear()
 
 
-KNOWN_OPS: Final = frozenset({"info", "top", "echo", "hz", "dot", "stop", "record", "agents", "attach", "input",
-                              "action", "resize"})
+KNOWN_OPS: Final = frozenset({"info", "top", "echo", "hz", "dot", "stop", "record", "condition", "notify",
+                              "agents", "attach", "input", "action", "resize"})
 """The ops of every kind of endpoint (a graph's, an agents session's)."""
 
 

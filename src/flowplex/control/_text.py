@@ -61,4 +61,8 @@ def top_text(name: str, answer: dict[str, Any]) -> str:
              f"{r['queued']}/{r['bound']}" if r["bound"] else str(r["queued"]),
              micros(r["p50_us"]), micros(r["p99_us"]), "-" if r["core"] is None else f"{100 * r['core']:.0f}%",
              r["executor"], r["worker"], r["state"], str(r["drops"])] for r in answer["rows"]]
+    timeouts = [r.get("timeouts") for r in answer["rows"]]
+    if any(t is not None for t in timeouts):  # a column only where some input has a timeout_ms
+        return head + table([*TOP_HEADER, "TIMEOUTS"],
+                            [[*row, "-" if t is None else str(t)] for row, t in zip(rows, timeouts, strict=True)])
     return head + table(TOP_HEADER, rows)

@@ -335,6 +335,8 @@ class _Renderer:
             state = f"RUNNING {fmt_duration_us(n.running_for_us)}"
         if n.blocked:
             state += f" · BLOCKED {fmt_duration_us(n.blocked_for_us)}"
+        if n.held:
+            state += f" · {n.held}"
         delta = w.nodes.get(n.node_name)
         if self.level == "off":
             lines.append(state + (f" · {n.errors} err" if n.errors else ""))
@@ -385,6 +387,8 @@ class _Renderer:
         text = f"  {truncate(p.name, PORT_NAME_MAX)} {p.queued}/{port_capacity_text(p, '∞')}"
         if p.back_edge:
             text += " back-edge"
+        if p.timeout_ms:
+            text += f" timeout {p.timeout_ms:g}ms ({p.timeouts} timed out)"
         drops = a.port_drops.get(key, 0)
         if drops:
             text += f" dropped +{drops}"
@@ -445,9 +449,10 @@ class _Renderer:
         extra: dict[str, str | int] = {}
         if p.back_edge:
             extra = {"style": "dashed", "color": _PURPLE}
+        timeout = f"timeout {p.timeout_ms:g}ms" if p.timeout_ms else ""
         if not self.diag:
             tip = f"edge {name}" + (" (back-edge latest-value register)" if p.back_edge else "")
-            return attrs(label=short, **extra, tooltip=tip)
+            return attrs(label=f"{short}\n{timeout}" if timeout else short, **extra, tooltip=tip)
         a, w = self.analysis, self.window
         assert a is not None and w is not None
         key = (n.node_name, p.name)
@@ -469,9 +474,14 @@ class _Renderer:
         tip = (f"edge {name} to {n.node_name}.{p.name}: reason {reason.split(':')[0].lower()}, queue {p.queued}/{cap}, "
                f"peak {p.peak}, dropped {p.dropped}, window dropped {drops}, "
                f"producer {producer if producer is not None else 'graph input'}")
+        if timeout:
+            timeout += f" · {p.timeouts} timed out · {p.late} late"
+            tip += f", {timeout}"
         if reason == "healthy" and not p.queued and not rank:
-            return attrs(label=short, **extra, tooltip=tip)
+            return attrs(label=f"{short}\n{timeout}" if timeout else short, **extra, tooltip=tip)
         label = [short, f"queue {p.queued}/{cap}"]
+        if timeout:
+            label.append(timeout)
         prod = next((m for m in self.stats.nodes if m.node_name == producer), None)
         if p.capacity and prod is not None and prod.block_events:
             delta = w.nodes.get(prod.node_name)

@@ -127,8 +127,8 @@ def _attach_conditions(engine: Engine, nodes: list[Node], conditions: list[tuple
         raise ConfigError(msg)
     for node, merged in zip(nodes, conditions, strict=True):
         engine.conditions.attach(node, merged)
-        if not node.remote:
-            node.info.conditions = engine.conditions.kernel_op
+        # A hosted kernel's ops come back in its outcome and are applied here too (``apply_outcome``).
+        node.info.conditions = engine.conditions.kernel_op
 
 
 def make_executor(spec: ExecutorSpec) -> Executor:

@@ -6,8 +6,11 @@ claim fast paths are turned off for gated nodes at build). A gate keeps ``node.c
 while one of its conditions does not hold, so that the claim rules, the hand-over and the hop
 need no change:
 
-- ``periodic``: after each claim the node is held for one period (a timer holds ``busy``, so
-  the graph is not idle meanwhile); a node without inputs is then a timer source;
+- ``periodic``: after each claim the node is held until the end of its period (a timer holds
+  ``busy``, so the graph is not idle meanwhile); a node without inputs is then a timer source.
+  Periods follow a grid (each ends one period after the last one ended), so the timer's wake-up
+  latency does not add up into drift; a claim a whole period late starts a new grid from now,
+  so a node that was idle never bursts to catch up;
 - ``count``: after N claims the node is held; a source then finishes when its Nth call returns;
 - ``boolean``: held while its named flag is false (``Graph.set_condition``, ``cc.set_condition``);
 - ``event``: each ``notify`` of its name lets one invocation run.
@@ -45,8 +48,8 @@ if TYPE_CHECKING:
 class Gate:
     """The run-time state of one node's conditions and input timeouts."""
 
-    __slots__ = ("booleans", "count", "event", "events", "gen", "held", "left", "node", "owner", "period_s",
-                 "ports")
+    __slots__ = ("booleans", "count", "due", "event", "events", "gen", "held", "left", "node", "owner",
+                 "period_s", "ports")
 
     def __init__(self, owner: Conditions, node: Node, specs: tuple[ConditionSpec, ...]) -> None:
         self.owner = owner
@@ -75,6 +78,8 @@ class Gate:
         """``periodic``: a period runs (its timer holds one ``busy``)."""
         self.gen = 0
         """Bumped by a reset or a cancel: a period's timer armed before then changes nothing."""
+        self.due = 0.0
+        """``periodic``: when the last period ended (the grid the next one follows)."""
 
     def holds(self) -> bool:
         """Whether every condition of the node holds now."""
@@ -99,8 +104,12 @@ class Gate:
             owner = self.owner
             owner.status.busy += 1
             gen = self.gen
-            owner.sources.timer().add_call(owner.clock() + self.period_s, self.node,
-                                           lambda: self._period_over(gen))
+            now = owner.clock()
+            due = self.due + self.period_s
+            if due <= now:  # a whole period late (idle, or slow work): a new grid starts now
+                due = now + self.period_s
+            self.due = due
+            owner.sources.timer().add_call(due, self.node, lambda: self._period_over(gen))
         self.refresh()
         return self.node.claimable
 
@@ -136,6 +145,7 @@ class Gate:
         self.cancel()
         self.left = self.count
         self.events = 0
+        self.due = 0.0
 
     # -- input timeouts -------------------------------------------------------------------------
 
@@ -304,6 +314,11 @@ class Conditions:
     def names(self) -> list[str]:
         """Every boolean and event name, for a did-you-mean."""
         return sorted({*self.flags, *self.by_event})
+
+    def listing(self) -> dict[str, object]:
+        """The boolean conditions' values and the event names, for a live graph's ``condition`` op."""
+        with self.status.lock:
+            return {"booleans": dict(sorted(self.flags.items())), "events": sorted(self.by_event)}
 
     def set_flag(self, name: str, value: bool) -> list[Node]:
         """Set boolean condition ``name``; returns the nodes to rescan; lock held."""

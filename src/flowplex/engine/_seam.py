@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from ..errors import FlowplexError
 from ..executors._invocation import Invocation, NodeRecipe, Outcome
 
 if TYPE_CHECKING:
@@ -42,6 +43,10 @@ def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseExcep
         info.log(level, message)
     if outcome.ignored_emits:
         info.ignored_emits += outcome.ignored_emits
+    if outcome.conditions:
+        failure = _apply_conditions(node, outcome.conditions)
+        if failure is not None and not outcome.error:  # as the call would have raised in this process
+            return failure, f"{type(failure).__name__}: {failure}"
     if outcome.error:
         err = outcome.exception
         if err is not None and outcome.traceback:
@@ -57,6 +62,19 @@ def apply_outcome(node: Node, ctx: Context, outcome: Outcome) -> tuple[BaseExcep
     ctx.source_finished = outcome.source_done
     ctx.yield_s = outcome.yield_s
     return None, ""
+
+
+def _apply_conditions(node: Node, ops: list[tuple[str, str, bool]]) -> FlowplexError | None:
+    """Apply a hosted kernel's ``cc.notify`` / ``cc.set_condition`` calls; the first bad one
+    (an unknown name) stops them and is the callback's failure."""
+    apply = node.info.conditions
+    assert apply is not None  # (every node's info reaches the graph's conditions: ``_build``)
+    for op, name, value in ops:
+        try:
+            apply(op, name, value)
+        except FlowplexError as exc:
+            return exc
+    return None
 
 
 def stage_outputs(ctx: Context, outputs: list[list[Packet]]) -> None:

@@ -101,6 +101,10 @@ class Sources:
             self._timers = Timers(self.clock, self.wake, self.on_failure)
         return self._timers
 
+    def timers_due(self) -> bool:
+        """Whether a timer's deadline has come and it has not fired yet (``wait_until_idle`` waits for it)."""
+        return self._timers is not None and self._timers.due()
+
     def has_timers(self) -> bool:
         """Whether a timed wake waits or fires now."""
         return self._timers is not None and self._timers.pending()

@@ -63,6 +63,11 @@ class Timers:
             deadline = self._heap[0][0]
             return deadline if deadline > self._clock() else None
 
+    def due(self) -> bool:
+        """Whether a deadline has come but not yet fired, or fires now (a manual clock just moved)."""
+        with self._cond:
+            return self._waking or bool(self._heap and self._heap[0][0] <= self._clock())
+
     def pending(self) -> bool:
         """Whether a deadline waits or fires now."""
         with self._cond:

@@ -18,6 +18,10 @@ from ._stalls import stall_error, waits_on
 from ._status import INITIALIZED, RUNNING, TERMINATED
 from ._watchdog import running_what
 
+DUE_POLL_S = 0.001
+"""How often ``wait_until_idle`` looks again while a timer is due but not yet fired (a firing
+that changes nothing signals nothing)."""
+
 if TYPE_CHECKING:
     from ..packets import Packet
     from ._blocking import Blocking
@@ -194,6 +198,9 @@ class Waits:
                     break
                 # (a node waiting out its ``periodic`` condition runs nothing meanwhile)
                 if self.pump.idle() or (not self.pump.pending() and status.busy == self.conditions.periods()):
+                    if self.scheduler.sources.timers_due():  # (a manual clock moved: its timers fire first)
+                        status.wait_change(deadline, DUE_POLL_S)
+                        continue
                     if self.blocking.blocked and not status.halted:
                         msg = "wait_until_idle"
                         raise stall_error(msg, self.closing.nodes, self.blocking)

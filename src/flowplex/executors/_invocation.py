@@ -85,11 +85,15 @@ class Outcome:
     """A slice of a call still running (``outputs`` only: what it staged so far, in order): the
     host hands it to the call's ``Spill`` and answers with a go-ahead; the final outcome of the
     call carries the rest (``Call.spill_at``)."""
+    conditions: list[tuple[str, str, bool]] = field(default_factory=list)
+    """``cc.notify`` / ``cc.set_condition`` calls as ``(op, name, value)``, in order: the graph's
+    conditions live in its process, which applies them with the outcome."""
 
     def __reduce__(self) -> tuple[type[Outcome], tuple[object, ...]]:
         return (Outcome, (self.node, self.seq, self.outputs, self.bounds, self.source_done, self.yield_s,
                           self.counters, self.logs, self.ignored_emits, self.started_ns, self.duration_ns,
-                          self.copies, self.error, self.traceback, self.exception, self.partial))
+                          self.copies, self.error, self.traceback, self.exception, self.partial,
+                          self.conditions))
 
 
 Complete = Callable[[Outcome], None]

@@ -61,13 +61,15 @@ def failed_outcome(invocation: Invocation, exc: Exception, num_outputs: int = 0)
 class _Slot:
     """One context with the node info it reports through: counters and logs land in lists."""
 
-    __slots__ = ("counters", "ctx", "info", "logs")
+    __slots__ = ("conditions", "counters", "ctx", "info", "logs")
 
     def __init__(self, host: KernelHost, info: NodeInfo) -> None:
         self.counters: list[tuple[str, int]] = []
         self.logs: list[tuple[int, str]] = []
+        self.conditions: list[tuple[str, str, bool]] = []
         info.counter_add = self._counter_add
         info.log = self._log
+        info.conditions = self._condition
         self.info = info
         self.ctx = Context(info)
         self.ctx.owner = host
@@ -77,6 +79,9 @@ class _Slot:
 
     def _log(self, level: int, message: str) -> None:
         self.logs.append((level, message))
+
+    def _condition(self, op: str, name: str, value: bool) -> None:
+        self.conditions.append((op, name, value))
 
 
 @final
@@ -215,10 +220,10 @@ class KernelHost:
             for packets in staged:
                 packets.clear()
             bounds = None
-        counters, logs = slot.counters, slot.logs
-        slot.counters, slot.logs = [], []
+        counters, logs, conditions = slot.counters, slot.logs, slot.conditions
+        slot.counters, slot.logs, slot.conditions = [], [], []
         return Outcome(invocation.node, invocation.seq, outputs, bounds, ctx.source_finished, ctx.yield_s,
-                       counters, logs, exception=failure)
+                       counters, logs, exception=failure, conditions=conditions)
 
     def _release(self, slot: _Slot, inputs: list[Packet | None]) -> None:
         """Drop every reference the context holds to the invocation, and reuse the context."""
@@ -231,6 +236,7 @@ class KernelHost:
         for packets in ctx.out_packets:
             packets.clear()
         slot.counters.clear()
+        slot.conditions.clear()
         slot.logs.clear()
         self._free.append(slot)
 
