@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from ._claims import Claims
     from ._clock import Clock
     from ._closing import Closing
+    from ._engine_common import Submission
     from ._nodes import InPort, Node
     from ._sources import Sources
     from ._status import Status
@@ -127,11 +128,8 @@ class Gate:
             self.held = False
             status.busy -= 1
             self.refresh()
-            owner.closing.rescan((self.node,))
-            status.bump()
-            subs = owner.claims.take()
-        for executor, task, arg in subs:
-            executor.submit_background(task, arg)
+            subs = owner.changed((self.node,))
+        owner.submit(subs)
 
     def cancel(self) -> None:
         """Drop a running period (a cancel, a failure, a reset); lock held."""
@@ -187,11 +185,8 @@ class Gate:
             port.bound = bound
             port.skip_below = bound
             port.timeouts += 1
-            owner.closing.rescan((self.node,))
-            status.bump()
-            subs = owner.claims.take()
-        for executor, task, arg in subs:
-            executor.submit_background(task, arg)
+            subs = owner.changed((self.node,))
+        owner.submit(subs)
 
     # -- for messages ---------------------------------------------------------------------------
 
@@ -285,10 +280,20 @@ class Conditions:
         status = self.status
         with status.lock:
             touched = op(name, *args)
-            if status.state in (RUNNING, DRAINING):
-                self.closing.rescan(touched)
-            status.bump()
-            subs = self.claims.take()
+            subs = self.changed(touched if status.state in (RUNNING, DRAINING) else ())
+        self.submit(subs)
+
+    def changed(self, nodes: tuple[Node, ...] | list[Node]) -> list[Submission]:
+        """After a condition or a port of ``nodes`` changed: look at them again, wake the waiters,
+        and take the work now ready (to submit once the lock is released); lock held."""
+        if nodes:
+            self.closing.rescan(nodes)
+        self.status.bump()
+        return self.claims.take()
+
+    @staticmethod
+    def submit(subs: list[Submission]) -> None:
+        """Hand the work ``changed`` took to its executors (outside the lock)."""
         for executor, task, arg in subs:
             executor.submit_background(task, arg)
 

@@ -146,9 +146,9 @@ class Waits:
                 what.append("paused at the queue bound")
             elif node.waiting:
                 what.append("paced (rate / source_yield)" if node.is_source else "waits for its call_after")
-            gate = node.gate
-            if gate is not None and gate.holding():
-                what.append(gate.holding())
+            held = node.gate.holding() if node.gate is not None else ""
+            if held:
+                what.append(held)
             if node.blocked:
                 what.append("output blocked by a full consumer")
             queued = node.queued()
