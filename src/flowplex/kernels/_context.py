@@ -83,9 +83,9 @@ class NodeInfo:
     """Where ``new_buffer`` gets memory (None: numpy): a process pool's shared memory when the
     node feeds a node on one, so that its frames cross without a copy."""
     conditions: Callable[[str, str, bool], None] | None = None
-    """Set by the engine for a kernel run in its process: ``(op, name, value)`` with op
-    ``notify`` or ``set`` (``cc.notify``, ``cc.set_condition``); None where it cannot reach
-    the graph (a kernel host in another process)."""
+    """``(op, name, value)`` with op ``notify`` or ``set`` (``cc.notify``, ``cc.set_condition``):
+    the graph's conditions in its own process, a list a kernel host returns with the call's
+    outcome elsewhere; None where the kernel runs outside any graph (``KernelRunner``)."""
     spill: Callable[[Context], None] | None = None
     """Set by the engine: called by ``emit`` when one port has staged ``Call.spill_at``
     packets in this call, to deliver them and wait for the graph's budget (``Spills.spill``),
@@ -473,9 +473,8 @@ class Context(Call):
     def _condition_op(self, op: str, name: str, value: bool) -> None:
         fn = self._info.conditions
         if fn is None:
-            msg = (f"cc.{'notify' if op == 'notify' else 'set_condition'}: node `{self._info.name}` runs in a "
-                   "kernel host outside the graph's process (a process pool or Ray), which cannot reach the "
-                   "graph's conditions; run this node on a thread executor")
+            msg = (f"cc.{'notify' if op == 'notify' else 'set_condition'}: node `{self._info.name}` runs "
+                   "outside a graph, which has no conditions to signal")
             raise UsageError(msg)
         fn(op, name, value)
 
